@@ -1,0 +1,13 @@
+module github.com/kubewire/kubewire
+
+go 1.26.0
+
+require (
+	github.com/hashicorp/go-cleanhttp v0.5.2
+	golang.org/x/net v0.62.0
+)
+
+require (
+	github.com/go-logr/logr v1.4.4 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)

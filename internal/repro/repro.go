@@ -1,0 +1,284 @@
+// Package repro reproduces the idle-connection read-timeout failure of the
+// field report: a read deadline that lives on a pooled connection counts the
+// time the connection sat idle. The example examples/repro and the
+// regression tests share it.
+package repro
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/kubewire/kubewire/pooltrace"
+	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/transport"
+)
+
+// Server is a loopback HTTP server that answers every request after a fixed
+// latency and counts how many times it executed each request, by the id
+// query parameter.
+type Server struct {
+	srv     *httptest.Server
+	latency time.Duration
+
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// NewServer starts a server answering after latency, over HTTP/1.1 in the
+// clear, or over HTTP/2 with TLS when http2 is true.
+func NewServer(latency time.Duration, http2 bool) *Server {
+	s := &Server{latency: latency, counts: map[string]int{}}
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if http2 {
+		s.srv.EnableHTTP2 = true
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
+	return s
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	s.mu.Lock()
+	s.counts[r.URL.Query().Get("id")]++
+	s.mu.Unlock()
+	select {
+	case <-time.After(s.latency):
+	case <-r.Context().Done():
+		// The client gave up; the request was executed all the same.
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"kind":"Status","status":"Success"}`)
+}
+
+// URL is the server's base URL.
+func (s *Server) URL() string { return s.srv.URL }
+
+// Close shuts the server down.
+func (s *Server) Close() { s.srv.Close() }
+
+// Executions reports how many times the server executed request id.
+func (s *Server) Executions(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[id]
+}
+
+// TLSConfig returns a client TLS config that trusts the server, or nil for a
+// server in the clear.
+func (s *Server) TLSConfig() *tls.Config {
+	if s.srv.TLS == nil {
+		return nil
+	}
+	return s.srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+}
+
+// NaiveDialer wraps dial so that every connection sets a read deadline of
+// d at the start of each Read: the common Go way of giving a client a
+// "read timeout", and the bug. net/http keeps a Read pending on idle pooled
+// connections, so the deadline starts when the connection goes idle.
+func NaiveDialer(d time.Duration, dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &deadlineConn{Conn: c, d: d}, nil
+	}
+}
+
+type deadlineConn struct {
+	net.Conn
+	d time.Duration
+}
+
+func (c *deadlineConn) Read(p []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.d)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(p)
+}
+
+// NaiveClient returns client A: kubewire's pooled base transport with a
+// connection-level read timeout of d and no per-request deadline. It is
+// traced by pooltrace, which only observes, so that its errors name the
+// connection they died on.
+func NaiveClient(s *Server, d time.Duration, log logr.Logger) (http.RoundTripper, error) {
+	base, err := transport.New(transport.WithTLSConfig(s.TLSConfig()))
+	if err != nil {
+		return nil, err
+	}
+	base.DialContext = NaiveDialer(d, base.DialContext)
+	return pooltrace.New(pooltrace.WithLogger(log))(base), nil
+}
+
+// KubewireClient returns client B: the same pooled base transport, with no
+// deadline on the connection, under the kubewire stack with a per-request
+// budget of d.
+func KubewireClient(s *Server, d time.Duration, log logr.Logger) (http.RoundTripper, error) {
+	base, err := transport.New(transport.WithTLSConfig(s.TLSConfig()))
+	if err != nil {
+		return nil, err
+	}
+	return transport.Chain(
+		pooltrace.New(pooltrace.WithLogger(log)),
+		timeout.New(d),
+	)(base), nil
+}
+
+// Result is the outcome of one request of the sweep.
+type Result struct {
+	Client string
+	Method string
+	Gap    time.Duration
+	// Status is the HTTP status, zero on error.
+	Status  int
+	Err     error
+	Elapsed time.Duration
+	// Executions is how many times the server executed the request.
+	Executions int
+}
+
+// Outcome is a short description for a table cell.
+func (r Result) Outcome() string {
+	if r.Err != nil {
+		return fmt.Sprintf("FAIL %v", r.Elapsed.Round(10*time.Millisecond))
+	}
+	return fmt.Sprintf("ok %v", r.Elapsed.Round(10*time.Millisecond))
+}
+
+// Probe sends a warm-up GET on rt, so that a connection goes back to the
+// pool, waits gap, then sends method on the same pool and reports what
+// happened to it.
+func Probe(ctx context.Context, s *Server, rt http.RoundTripper, method string, gap time.Duration, id string) Result {
+	r := Result{Method: method, Gap: gap}
+	if _, err := send(ctx, s, rt, http.MethodGet, id+"-warm"); err != nil {
+		r.Err = fmt.Errorf("warm-up: %w", err)
+		return r
+	}
+	select {
+	case <-time.After(gap):
+	case <-ctx.Done():
+		r.Err = ctx.Err()
+		return r
+	}
+	start := time.Now()
+	r.Status, r.Err = send(ctx, s, rt, method, id)
+	r.Elapsed = time.Since(start)
+	r.Executions = s.Executions(id)
+	return r
+}
+
+func send(ctx context.Context, s *Server, rt http.RoundTripper, method, id string) (int, error) {
+	var body io.Reader
+	if method != http.MethodGet {
+		body = strings.NewReader(`{"spec":{"operatingMode":"Suspended"}}`)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.URL()+"/apis/agents.x-k8s.io/v1beta1/namespaces/demo/sandboxes/sb?id="+id, body)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/merge-patch+json")
+	}
+	resp, err := (&http.Client{Transport: rt}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return resp.StatusCode, err
+	}
+	return resp.StatusCode, nil
+}
+
+// Config describes a sweep.
+type Config struct {
+	// Budget is both client A's read timeout and client B's request budget.
+	Budget  time.Duration
+	Latency time.Duration
+	Gaps    []time.Duration
+	HTTP2   bool
+	Log     logr.Logger
+}
+
+// Sweep runs, for every gap and for GET and PATCH, one probe with client A
+// and one with client B, each on a fresh pool, all in parallel. Results are
+// ordered by gap, then method, then client ("A" before "B").
+func Sweep(ctx context.Context, cfg Config) ([]Result, error) {
+	s := NewServer(cfg.Latency, cfg.HTTP2)
+	defer s.Close()
+	methods := []string{http.MethodGet, http.MethodPatch}
+	results := make([]Result, len(cfg.Gaps)*len(methods)*2)
+	var rts []http.RoundTripper
+	defer func() {
+		for _, rt := range rts {
+			transport.CloseIdleConnections(rt)
+		}
+	}()
+	var wg sync.WaitGroup
+	for gi, gap := range cfg.Gaps {
+		for mi, method := range methods {
+			for ci, client := range []string{"A", "B"} {
+				var rt http.RoundTripper
+				var err error
+				if client == "A" {
+					rt, err = NaiveClient(s, cfg.Budget, cfg.Log)
+				} else {
+					rt, err = KubewireClient(s, cfg.Budget, cfg.Log)
+				}
+				if err != nil {
+					return nil, err
+				}
+				rts = append(rts, rt)
+				i := (gi*len(methods)+mi)*2 + ci
+				id := fmt.Sprintf("%s-%s-%d", client, method, gi)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := Probe(ctx, s, rt, method, gap, id)
+					r.Client = client
+					results[i] = r
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	return results, nil
+}
+
+// Expect says what the field report predicts for r: client A fails when the
+// time left of its read timeout after the idle gap is shorter than the
+// server's latency; a GET that fails that way over HTTP/1.1 is silently
+// re-sent by net/http and executed twice. Client B always succeeds and every
+// request runs once. It returns a description of any difference.
+func Expect(cfg Config, r Result) error {
+	starved := cfg.Budget-r.Gap < cfg.Latency
+	switch {
+	case r.Client == "B" || !starved:
+		if r.Err != nil || r.Executions != 1 {
+			return fmt.Errorf("client %s %s at gap %v: want success executed once, got err=%v executions=%d", r.Client, r.Method, r.Gap, r.Err, r.Executions)
+		}
+	case r.Method == http.MethodGet && !cfg.HTTP2:
+		if r.Err != nil || r.Executions != 2 {
+			return fmt.Errorf("client A GET at gap %v: want net/http's silent re-send (success, executed twice), got err=%v executions=%d", r.Gap, r.Err, r.Executions)
+		}
+	default:
+		if r.Err == nil || r.Executions != 1 {
+			return fmt.Errorf("client A %s at gap %v: want failure executed once, got err=%v executions=%d", r.Method, r.Gap, r.Err, r.Executions)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,258 @@
+package pooltrace
+
+import (
+	"crypto/tls"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/kubewire/kubewire/transport"
+)
+
+// DefaultVerbosity is the logr verbosity of the per-attempt line.
+const DefaultVerbosity = 4
+
+// Option configures [New].
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	logger    logr.Logger
+	verbosity int
+	observer  func(Attempt)
+}
+
+// WithLogger sets the logger used when the request's context carries none
+// (logr.FromContext). Default: logr.Discard().
+func WithLogger(l logr.Logger) Option {
+	return optionFunc(func(c *config) { c.logger = l })
+}
+
+// WithVerbosity sets the logr verbosity of the line logged for every
+// attempt. Failures on reused connections are logged at V(0) regardless.
+// Default: [DefaultVerbosity]. Negative values are treated as 0.
+func WithVerbosity(v int) Option {
+	return optionFunc(func(c *config) { c.verbosity = max(v, 0) })
+}
+
+// WithObserver calls f once for every attempt, when RoundTrip returns, for
+// example to feed metrics. f runs on the caller's goroutine and must not
+// block; it must not keep the Attempt's Earlier slice. Default: none.
+func WithObserver(f func(Attempt)) Option {
+	return optionFunc(func(c *config) { c.observer = f })
+}
+
+// New returns a middleware that traces every attempt (see the package
+// documentation). The RoundTrippers it returns are safe for concurrent use.
+func New(opts ...Option) transport.Middleware {
+	c := config{logger: logr.Discard(), verbosity: DefaultVerbosity}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	return func(next http.RoundTripper) http.RoundTripper {
+		return &roundTripper{next: next, cfg: c}
+	}
+}
+
+type roundTripper struct {
+	next http.RoundTripper
+	cfg  config
+}
+
+// WrappedRoundTripper returns the RoundTripper this one wraps.
+func (rt *roundTripper) WrappedRoundTripper() http.RoundTripper { return rt.next }
+
+// CloseIdleConnections forwards to the wrapped RoundTripper.
+func (rt *roundTripper) CloseIdleConnections() { transport.CloseIdleConnections(rt.next) }
+
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	t := &tracer{}
+	t.a = Attempt{Method: req.Method, Start: time.Now()}
+	if req.URL != nil {
+		t.a.Host, t.a.Path = req.URL.Host, req.URL.Path
+	}
+	t.trace = httptrace.ClientTrace{
+		GotConn:              t.gotConn,
+		TLSHandshakeStart:    t.tlsStart,
+		TLSHandshakeDone:     t.tlsDone,
+		WroteRequest:         t.wroteRequest,
+		GotFirstResponseByte: t.firstByte,
+	}
+	ctx := httptrace.WithClientTrace(req.Context(), &t.trace)
+
+	resp, err := rt.next.RoundTrip(req.WithContext(ctx))
+
+	t.mu.Lock()
+	t.a.Duration = time.Since(t.a.Start)
+	if err != nil {
+		t.a.Err = err
+	} else {
+		t.a.StatusCode = resp.StatusCode
+		if t.a.HasConn && resp.Proto != "" {
+			t.a.Conn.Proto = resp.Proto
+		}
+	}
+	a := t.a
+	t.mu.Unlock()
+
+	rt.report(req, a)
+	if err != nil {
+		a.Err = nil
+		return nil, &Error{Attempt: a, Err: err}
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
+		t.body = resp.Body
+		resp.Body = t
+	}
+	return resp, nil
+}
+
+func (rt *roundTripper) report(req *http.Request, a Attempt) {
+	if rt.cfg.observer != nil {
+		rt.cfg.observer(a)
+	}
+	log, err := logr.FromContext(req.Context())
+	if err != nil {
+		log = rt.cfg.logger
+	}
+	switch {
+	case a.Err != nil && a.HasConn && a.Conn.Reused:
+		log.Info("request failed on a reused connection", append(keysAndValues(a), "err", a.Err)...)
+	case len(a.Earlier) > 0:
+		log.Info("net/http re-sent the request on another connection after a failure on a reused one; the server may have executed it twice", keysAndValues(a)...)
+	default:
+		if v := log.V(rt.cfg.verbosity); v.Enabled() {
+			kv := keysAndValues(a)
+			if a.Err != nil {
+				kv = append(kv, "err", a.Err)
+			}
+			v.Info("request attempt", kv...)
+		}
+	}
+}
+
+func keysAndValues(a Attempt) []any {
+	kv := []any{
+		"method", a.Method, "host", a.Host, "path", a.Path,
+		"status", a.StatusCode, "duration", a.Duration,
+	}
+	if a.HasConn {
+		kv = append(kv,
+			"proto", a.Conn.Proto, "reused", a.Conn.Reused,
+			"wasIdle", a.Conn.WasIdle, "idleTime", a.Conn.IdleTime,
+			"localAddr", addr(a.Conn.LocalAddr), "remoteAddr", addr(a.Conn.RemoteAddr),
+			"gotConn", a.GotConn, "dial", a.Dial, "tlsHandshake", a.TLSHandshake,
+			"wroteRequest", a.WroteRequest, "firstByte", a.FirstByte,
+		)
+	}
+	if len(a.Earlier) > 0 {
+		earlier := make([]string, len(a.Earlier))
+		for i, c := range a.Earlier {
+			earlier[i] = c.String()
+		}
+		kv = append(kv, "earlierConns", earlier)
+	}
+	return kv
+}
+
+func addr(a interface{ String() string }) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+// tracer collects one attempt. The httptrace hooks run on net/http's
+// goroutines, so every field is guarded by mu. It doubles as the response
+// body wrapper, saving an allocation per request.
+type tracer struct {
+	trace httptrace.ClientTrace
+
+	mu       sync.Mutex
+	a        Attempt
+	tlsBegin time.Time
+
+	body io.ReadCloser
+}
+
+func (t *tracer) gotConn(info httptrace.GotConnInfo) {
+	now := time.Now()
+	c := ConnInfo{
+		Reused:   info.Reused,
+		WasIdle:  info.WasIdle,
+		IdleTime: info.IdleTime,
+		Proto:    "HTTP/1.1",
+	}
+	if info.Conn != nil {
+		c.LocalAddr, c.RemoteAddr = info.Conn.LocalAddr(), info.Conn.RemoteAddr()
+		if tc, ok := info.Conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+			c.Proto = "HTTP/2.0"
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.a.HasConn {
+		t.a.Earlier = append(t.a.Earlier, t.a.Conn)
+		t.a.WroteRequest, t.a.FirstByte = 0, 0
+	}
+	t.a.HasConn = true
+	t.a.Conn = c
+	t.a.GotConn = now.Sub(t.a.Start)
+	if !c.Reused {
+		t.a.Dial = t.a.GotConn - t.a.TLSHandshake
+	} else {
+		t.a.Dial, t.a.TLSHandshake = 0, 0
+	}
+}
+
+func (t *tracer) tlsStart() {
+	t.mu.Lock()
+	t.tlsBegin = time.Now()
+	t.mu.Unlock()
+}
+
+func (t *tracer) tlsDone(tls.ConnectionState, error) {
+	t.mu.Lock()
+	if !t.tlsBegin.IsZero() {
+		t.a.TLSHandshake = time.Since(t.tlsBegin)
+	}
+	t.mu.Unlock()
+}
+
+func (t *tracer) wroteRequest(httptrace.WroteRequestInfo) {
+	t.mu.Lock()
+	t.a.WroteRequest = time.Since(t.a.Start)
+	t.mu.Unlock()
+}
+
+func (t *tracer) firstByte() {
+	t.mu.Lock()
+	t.a.FirstByte = time.Since(t.a.Start)
+	t.mu.Unlock()
+}
+
+// Read reads the response body and annotates its errors with the connection.
+func (t *tracer) Read(p []byte) (int, error) {
+	n, err := t.body.Read(p)
+	if err != nil && err != io.EOF {
+		t.mu.Lock()
+		a := t.a
+		t.mu.Unlock()
+		return n, &Error{Attempt: a, Err: err}
+	}
+	return n, err
+}
+
+// Close closes the response body.
+func (t *tracer) Close() error { return t.body.Close() }

@@ -1,0 +1,329 @@
+package timeout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kubewire/kubewire/transport"
+)
+
+// Option configures [New].
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	budget      time.Duration
+	longRunning func(*http.Request) bool
+	stall       time.Duration
+	err         error
+}
+
+// WithLongRunning replaces the classifier of long-running requests, which
+// are bounded only until their response headers. A nil func makes no
+// request long-running. Default: [LongRunning].
+func WithLongRunning(f func(*http.Request) bool) Option {
+	return optionFunc(func(c *config) { c.longRunning = f })
+}
+
+// WithStallTimeout turns on a no-progress watchdog for the body of
+// long-running requests: a stream that delivers no bytes for d is cut with
+// an [*Error] of [PhaseStalled]. Watches that see no events for a while are
+// silent, so choose d well above the longest quiet period you expect (the
+// API server ends a watch after 30 to 60 minutes by itself). Default: off.
+// Must be positive.
+func WithStallTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.stall = d
+		if d <= 0 && c.err == nil {
+			c.err = fmt.Errorf("timeout: WithStallTimeout must be positive, got %v", d)
+		}
+	})
+}
+
+func newConfig(budget time.Duration, opts []Option) config {
+	c := config{budget: budget, longRunning: LongRunning}
+	if budget <= 0 {
+		c.err = fmt.Errorf("timeout: budget of timeout.New must be positive, got %v", budget)
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	return c
+}
+
+// Check reports the error that New(budget, opts...) would return from every
+// request, or nil if the configuration is valid.
+func Check(budget time.Duration, opts ...Option) error {
+	c := newConfig(budget, opts)
+	return c.err
+}
+
+// New returns a middleware that gives every request its own deadline of
+// budget, starting when RoundTrip is called and ending when the response
+// body is closed or read to EOF (see the package documentation). The
+// RoundTrippers it returns are safe for concurrent use.
+//
+// An invalid budget (zero or negative) or option does not panic: every
+// request fails with an error naming it, without being sent.
+func New(budget time.Duration, opts ...Option) transport.Middleware {
+	c := newConfig(budget, opts)
+	return func(next http.RoundTripper) http.RoundTripper {
+		return &roundTripper{next: next, cfg: c}
+	}
+}
+
+type budgetKey struct{}
+
+type budgetValue struct {
+	d    time.Duration
+	none bool
+}
+
+// WithBudget returns a context under which requests get budget d instead of
+// the middleware's own. A d that is not positive makes the request fail with
+// an error naming it, without being sent.
+func WithBudget(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, budgetKey{}, &budgetValue{d: d})
+}
+
+// WithoutBudget returns a context under which requests get no deadline from
+// this middleware; the context's own deadline, if any, still applies.
+func WithoutBudget(ctx context.Context) context.Context {
+	return context.WithValue(ctx, budgetKey{}, &budgetValue{none: true})
+}
+
+type roundTripper struct {
+	next http.RoundTripper
+	cfg  config
+}
+
+// WrappedRoundTripper returns the RoundTripper this one wraps.
+func (rt *roundTripper) WrappedRoundTripper() http.RoundTripper { return rt.next }
+
+// CloseIdleConnections forwards to the wrapped RoundTripper.
+func (rt *roundTripper) CloseIdleConnections() { transport.CloseIdleConnections(rt.next) }
+
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if rt.cfg.err != nil {
+		transport.CloseRequestBody(req)
+		return nil, rt.cfg.err
+	}
+	ctx := req.Context()
+	budget := rt.cfg.budget
+	if v, ok := ctx.Value(budgetKey{}).(*budgetValue); ok {
+		switch {
+		case v.none:
+			return rt.next.RoundTrip(req)
+		case v.d <= 0:
+			transport.CloseRequestBody(req)
+			return nil, fmt.Errorf("timeout: budget of timeout.WithBudget must be positive, got %v", v.d)
+		}
+		budget = v.d
+	}
+	start := time.Now()
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(start) <= budget {
+		// The caller's deadline comes first and bounds everything.
+		return rt.next.RoundTrip(req)
+	}
+	c := &call{start: start, budget: budget, phase: PhaseHeaders}
+	if rt.cfg.longRunning != nil && rt.cfg.longRunning(req) {
+		c.longRunning = true
+		c.stall = rt.cfg.stall
+	}
+	ctx, c.cancel = context.WithCancelCause(ctx)
+	c.mu.Lock()
+	c.timer = time.AfterFunc(budget, c.fire)
+	c.mu.Unlock()
+
+	resp, err := rt.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		terr := c.cause(err)
+		c.finish()
+		return nil, terr
+	}
+	switch {
+	case resp.StatusCode == http.StatusSwitchingProtocols:
+		c.stop()
+		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+			resp.Body = &upgradeBody{ReadWriteCloser: rwc, c: c}
+		} else {
+			resp.Body = &body{rc: resp.Body, c: c}
+		}
+	case resp.Body == nil || resp.Body == http.NoBody:
+		c.finish()
+	default:
+		if c.longRunning {
+			c.streaming()
+		} else {
+			c.setPhase(PhaseBody)
+		}
+		resp.Body = &body{rc: resp.Body, c: c}
+	}
+	return resp, nil
+}
+
+// call is the deadline state of one request.
+type call struct {
+	start       time.Time
+	budget      time.Duration
+	longRunning bool
+	stall       time.Duration
+	cancel      context.CancelCauseFunc
+	progress    atomic.Int64 // nanoseconds since start of the last body progress
+
+	mu    sync.Mutex
+	timer *time.Timer
+	phase Phase
+	done  bool
+	err   *Error
+}
+
+func (c *call) fire() {
+	c.mu.Lock()
+	if c.done {
+		c.mu.Unlock()
+		return
+	}
+	elapsed := time.Since(c.start)
+	limit := c.budget
+	if c.phase == PhaseStalled {
+		limit = c.stall
+		if quiet := elapsed - time.Duration(c.progress.Load()); quiet < c.stall {
+			c.timer.Reset(c.stall - quiet)
+			c.mu.Unlock()
+			return
+		}
+	}
+	c.err = &Error{Budget: limit, Elapsed: elapsed, Phase: c.phase}
+	c.done = true
+	err := c.err
+	c.mu.Unlock()
+	c.cancel(err)
+}
+
+func (c *call) setPhase(p Phase) {
+	c.mu.Lock()
+	if !c.done {
+		c.phase = p
+	}
+	c.mu.Unlock()
+}
+
+// streaming moves a long-running request past its headers: the budget no
+// longer applies, the stall watchdog does if it is on.
+func (c *call) streaming() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return
+	}
+	if c.stall <= 0 {
+		c.timer.Stop()
+		c.phase = PhaseBody
+		return
+	}
+	c.phase = PhaseStalled
+	c.progress.Store(int64(time.Since(c.start)))
+	c.timer.Reset(c.stall)
+}
+
+// stop ends the deadline but keeps the context alive; used for upgrades,
+// whose connection belongs to the caller until the body is closed.
+func (c *call) stop() {
+	c.mu.Lock()
+	if !c.done {
+		c.done = true
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
+}
+
+// finish ends the deadline and releases the request's context.
+func (c *call) finish() {
+	c.stop()
+	c.cancel(errRequestDone)
+}
+
+var errRequestDone = errors.New("timeout: request done")
+
+// cause returns the error to report for err: an *Error if the budget ran
+// out, err itself otherwise.
+func (c *call) cause(err error) error {
+	c.mu.Lock()
+	te := c.err
+	c.mu.Unlock()
+	if te == nil {
+		return err
+	}
+	var got *Error
+	if errors.As(err, &got) && got == te {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return te
+	}
+	e := *te
+	e.Err = err
+	return &e
+}
+
+type body struct {
+	rc io.ReadCloser
+	c  *call
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 && b.c.stall > 0 {
+		b.c.progress.Store(int64(time.Since(b.c.start)))
+	}
+	if err != nil {
+		if err == io.EOF {
+			b.c.finish()
+			return n, err
+		}
+		return n, b.c.cause(err)
+	}
+	return n, nil
+}
+
+func (b *body) Close() error {
+	err := b.rc.Close()
+	b.c.finish()
+	return err
+}
+
+// upgradeBody keeps the io.ReadWriteCloser of a 101 response and releases
+// the request's context when the caller closes the connection.
+type upgradeBody struct {
+	io.ReadWriteCloser
+	c *call
+}
+
+func (b *upgradeBody) Close() error {
+	err := b.ReadWriteCloser.Close()
+	b.c.finish()
+	return err
+}
+
+// CloseWrite forwards to the upgraded connection, as net/http's own 101 body
+// does.
+func (b *upgradeBody) CloseWrite() error {
+	if cw, ok := b.ReadWriteCloser.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("CloseWrite: %w", http.ErrNotSupported)
+}

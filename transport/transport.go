@@ -1,0 +1,41 @@
+package transport
+
+import (
+	"net/http"
+)
+
+// Middleware wraps a RoundTripper in another. It has the same underlying
+// type as client-go's transport.WrapperFunc.
+type Middleware func(http.RoundTripper) http.RoundTripper
+
+// Chain returns a Middleware that applies ms with the first one outermost:
+// a request passes through ms[0] first and reaches the wrapped RoundTripper
+// last. Nil entries are skipped. This is the reverse of client-go's
+// transport.Wrappers, whose last argument ends up outermost.
+func Chain(ms ...Middleware) Middleware {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		for i := len(ms) - 1; i >= 0; i-- {
+			if ms[i] != nil {
+				rt = ms[i](rt)
+			}
+		}
+		return rt
+	}
+}
+
+// CloseIdleConnections calls CloseIdleConnections on rt if it has that
+// method. Middleware uses it to forward the call to the RoundTripper it
+// wraps, the way http.Client.CloseIdleConnections does.
+func CloseIdleConnections(rt http.RoundTripper) {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// CloseRequestBody closes req.Body if there is one. A RoundTripper that
+// returns an error without passing the request on must close the body.
+func CloseRequestBody(req *http.Request) {
+	if req != nil && req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
