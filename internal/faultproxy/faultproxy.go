@@ -1,0 +1,270 @@
+// Package faultproxy is a loopback TCP proxy that injects connection faults
+// between a client and a server, for tests. It works below TLS and HTTP, so
+// the same faults apply to HTTP/1.1 and HTTP/2.
+package faultproxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Fault is what the proxy does to the connections it applies to.
+type Fault int
+
+const (
+	// None forwards bytes unchanged.
+	None Fault = iota
+	// ResetBeforeForward resets the client connection when the client sends
+	// data, without forwarding it: the server never sees the request.
+	ResetBeforeForward
+	// ResetAfterResponse forwards the client's data, then resets the client
+	// connection when the server answers instead of forwarding the answer:
+	// the server executed the request, the client never learns it.
+	ResetAfterResponse
+	// CloseOnSend closes the client connection (FIN) when the client sends
+	// data, without forwarding it: a server closing an idle keep-alive
+	// connection at the moment the client reuses it.
+	CloseOnSend
+	// Stall forwards the client's data but holds the server's answer until
+	// the fault is cleared or the proxy closes.
+	Stall
+	// BlackHole drops everything in both directions.
+	BlackHole
+)
+
+// Proxy forwards connections from its loopback address to a target. It is
+// safe for concurrent use.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	fault    Fault
+	scope    uint64 // the fault applies to connections with seq < scope; 0 means all
+	once     bool
+	latency  time.Duration
+	seq      uint64
+	conns    map[net.Conn]struct{}
+	accepted int
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+// New starts a proxy on 127.0.0.1 that forwards to target (host:port).
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.cond = sync.NewCond(&p.mu)
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Accepted reports how many client connections the proxy accepted.
+func (p *Proxy) Accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted
+}
+
+// SetFault applies f to every connection, current and future.
+func (p *Proxy) SetFault(f Fault) {
+	p.mu.Lock()
+	p.fault, p.scope, p.once = f, 0, false
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// SetFaultExisting applies f only to the connections open now, which are
+// the ones a client will reuse; connections opened later pass unharmed. If
+// once is true the fault fires on one connection and then clears.
+func (p *Proxy) SetFaultExisting(f Fault, once bool) {
+	p.mu.Lock()
+	p.fault, p.scope, p.once = f, p.seq+1, once
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// SetLatency delays the server's answer by d: the first chunk the server
+// sends after each chunk from the client waits d.
+func (p *Proxy) SetLatency(d time.Duration) {
+	p.mu.Lock()
+	p.latency = d
+	p.mu.Unlock()
+}
+
+// Close stops the proxy and closes every connection.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	err := p.ln.Close()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+// faultFor returns the fault that applies to connection seq and consumes it
+// if it fires once.
+func (p *Proxy) faultFor(seq uint64, consume bool) Fault {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fault == None || (p.scope != 0 && seq >= p.scope) {
+		return None
+	}
+	f := p.fault
+	if consume && p.once {
+		p.fault = None
+	}
+	return f
+}
+
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		_ = c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	_ = c.Close()
+}
+
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	p.mu.Lock()
+	p.seq++
+	p.accepted++
+	seq := p.seq
+	p.mu.Unlock()
+	if !p.track(client) {
+		return
+	}
+	defer p.untrack(client)
+	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		reset(client)
+		return
+	}
+	if !p.track(server) {
+		return
+	}
+	defer p.untrack(server)
+
+	done := make(chan struct{}, 2)
+	var asked atomic.Bool
+	go func() { p.pipe(seq, client, server, true, &asked); done <- struct{}{} }()
+	go func() { p.pipe(seq, server, client, false, &asked); done <- struct{}{} }()
+	<-done
+	_ = client.Close()
+	_ = server.Close()
+	<-done
+}
+
+// pipe copies src to dst, applying faults. toServer says which direction it
+// is; the client connection is src when toServer, dst otherwise.
+// asked is set when the client sent data the server has not answered yet.
+func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, asked *atomic.Bool) {
+	buf := make([]byte, 32<<10)
+	client := src
+	if !toServer {
+		client = dst
+	}
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			switch f := p.faultFor(seq, false); {
+			case f == BlackHole:
+				continue
+			case toServer && f == ResetBeforeForward:
+				p.faultFor(seq, true)
+				reset(client)
+				return
+			case toServer && f == CloseOnSend:
+				p.faultFor(seq, true)
+				_ = client.Close()
+				return
+			case !toServer && f == ResetAfterResponse:
+				p.faultFor(seq, true)
+				reset(client)
+				return
+			case !toServer && f == Stall:
+				if !p.waitStall(seq) {
+					return
+				}
+			}
+			if toServer {
+				asked.Store(true)
+			} else if asked.Swap(false) {
+				p.mu.Lock()
+				d := p.latency
+				p.mu.Unlock()
+				if d > 0 {
+					time.Sleep(d)
+				}
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				if tc, ok := dst.(interface{ CloseWrite() error }); ok {
+					_ = tc.CloseWrite()
+				}
+			}
+			return
+		}
+	}
+}
+
+// waitStall blocks while a stall applies to seq. It reports false if the
+// proxy closed meanwhile.
+func (p *Proxy) waitStall(seq uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.closed && p.fault == Stall && (p.scope == 0 || seq < p.scope) {
+		p.cond.Wait()
+	}
+	return !p.closed
+}

@@ -1,0 +1,430 @@
+package timeout_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kubewire/kubewire/internal/contract"
+	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/transport"
+)
+
+func TestContract(t *testing.T) {
+	contract.Run(t, timeout.New(2*time.Second))
+}
+
+type server struct {
+	name string
+	url  string
+	base *http.Transport
+}
+
+// servers starts h on HTTP/1.1 and on HTTP/2 (TLS) and returns a base
+// transport for each.
+func servers(t *testing.T, h http.HandlerFunc) []server {
+	t.Helper()
+	h1 := httptest.NewServer(h)
+	t.Cleanup(h1.Close)
+	h2 := httptest.NewUnstartedServer(h)
+	h2.EnableHTTP2 = true
+	h2.StartTLS()
+	t.Cleanup(h2.Close)
+
+	b1, err := transport.New()
+	require.NoError(t, err)
+	b2, err := transport.New(transport.WithTLSConfig(h2.Client().Transport.(*http.Transport).TLSClientConfig))
+	require.NoError(t, err)
+	t.Cleanup(b1.CloseIdleConnections)
+	t.Cleanup(b2.CloseIdleConnections)
+	return []server{{"HTTP/1.1", h1.URL, b1}, {"HTTP/2", h2.URL, b2}}
+}
+
+// wait sleeps d or until the client goes away.
+func wait(r *http.Request, d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+func get(ctx context.Context, rt http.RoundTripper, u string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	return (&http.Client{Transport: rt}).Do(req)
+}
+
+func requireTimeout(t *testing.T, err error, phase timeout.Phase, budget time.Duration) {
+	t.Helper()
+	require.Error(t, err)
+	var te *timeout.Error
+	require.True(t, errors.As(err, &te), "want *timeout.Error, got %T: %v", err, err)
+	assert.Equal(t, phase, te.Phase)
+	assert.Equal(t, budget, te.Budget)
+	assert.True(t, errors.Is(err, context.DeadlineExceeded), "errors.Is(err, context.DeadlineExceeded) is false for %v", err)
+	var ne net.Error
+	require.True(t, errors.As(err, &ne))
+	assert.True(t, ne.Timeout())
+	if ue, ok := err.(*url.Error); ok {
+		assert.True(t, ue.Timeout(), "url.Error.Timeout() is false")
+	}
+}
+
+func TestSlowHeaders(t *testing.T) {
+	t.Parallel()
+	for _, s := range servers(t, func(w http.ResponseWriter, r *http.Request) {
+		if wait(r, 5*time.Second) {
+			_, _ = io.WriteString(w, "late")
+		}
+	}) {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			rt := timeout.New(2 * time.Second)(s.base)
+			start := time.Now()
+			resp, err := get(context.Background(), rt, s.url)
+			elapsed := time.Since(start)
+			assert.Nil(t, resp)
+			requireTimeout(t, err, timeout.PhaseHeaders, 2*time.Second)
+			assert.GreaterOrEqual(t, elapsed, 2*time.Second)
+			assert.Less(t, elapsed, 3*time.Second)
+			assert.Contains(t, err.Error(), "request budget 2s exceeded")
+			assert.Contains(t, err.Error(), "waiting for response headers")
+		})
+	}
+}
+
+// trickle sends headers at once, then one byte every 100ms for 5s.
+func trickle(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	for i := 0; i < 50; i++ {
+		if !wait(r, 100*time.Millisecond) {
+			return
+		}
+		if _, err := w.Write([]byte{'x'}); err != nil {
+			return
+		}
+		_ = rc.Flush()
+	}
+}
+
+func TestSlowBody(t *testing.T) {
+	t.Parallel()
+	for _, s := range servers(t, trickle) {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			rt := timeout.New(2 * time.Second)(s.base)
+			start := time.Now()
+			resp, err := get(context.Background(), rt, s.url)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			n, err := io.Copy(io.Discard, resp.Body)
+			elapsed := time.Since(start)
+			requireTimeout(t, err, timeout.PhaseBody, 2*time.Second)
+			assert.Greater(t, n, int64(5), "the body was cut before it trickled")
+			assert.GreaterOrEqual(t, elapsed, 2*time.Second)
+			assert.Less(t, elapsed, 3*time.Second)
+		})
+	}
+}
+
+// stream writes a line every 100ms, n times, flushing each.
+func stream(n int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		w.WriteHeader(http.StatusOK)
+		_ = rc.Flush()
+		for i := 0; i < n; i++ {
+			if !wait(r, 100*time.Millisecond) {
+				return
+			}
+			fmt.Fprintf(w, "{\"type\":\"MODIFIED\",\"n\":%d}\n", i)
+			_ = rc.Flush()
+		}
+	}
+}
+
+func TestLongRunningNotCut(t *testing.T) {
+	t.Parallel()
+	paths := []string{
+		"/api/v1/namespaces/ns/pods?watch=true",
+		"/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes?watch=1&resourceVersion=5",
+		"/api/v1/namespaces/ns/pods/p/log?follow=true",
+	}
+	for _, s := range servers(t, stream(15)) {
+		for _, p := range paths {
+			t.Run(s.name+p, func(t *testing.T) {
+				t.Parallel()
+				rt := timeout.New(500 * time.Millisecond)(s.base)
+				start := time.Now()
+				resp, err := get(context.Background(), rt, s.url+p)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				lines := 0
+				sc := bufio.NewScanner(resp.Body)
+				for sc.Scan() {
+					lines++
+				}
+				require.NoError(t, sc.Err(), "the stream was cut")
+				assert.Equal(t, 15, lines)
+				assert.Greater(t, time.Since(start), time.Second, "the stream outlived the budget")
+			})
+		}
+	}
+}
+
+func TestOrdinaryStreamIsCut(t *testing.T) {
+	t.Parallel()
+	// The same stream without watch=true is an ordinary request: its body
+	// is bounded by the budget.
+	for _, s := range servers(t, stream(15)) {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			rt := timeout.New(500 * time.Millisecond)(s.base)
+			resp, err := get(context.Background(), rt, s.url+"/api/v1/namespaces/ns/pods")
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			_, err = io.Copy(io.Discard, resp.Body)
+			requireTimeout(t, err, timeout.PhaseBody, 500*time.Millisecond)
+		})
+	}
+}
+
+func TestLongRunningHeadersBounded(t *testing.T) {
+	t.Parallel()
+	for _, s := range servers(t, func(w http.ResponseWriter, r *http.Request) {
+		wait(r, 5*time.Second)
+	}) {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			rt := timeout.New(300 * time.Millisecond)(s.base)
+			start := time.Now()
+			_, err := get(context.Background(), rt, s.url+"/api/v1/pods?watch=true")
+			requireTimeout(t, err, timeout.PhaseHeaders, 300*time.Millisecond)
+			assert.Less(t, time.Since(start), 2*time.Second)
+		})
+	}
+}
+
+func TestStallWatchdog(t *testing.T) {
+	t.Parallel()
+	// Six events 100ms apart, then silence.
+	h := func(w http.ResponseWriter, r *http.Request) {
+		stream(6)(w, r)
+		wait(r, 10*time.Second)
+	}
+	for _, s := range servers(t, h) {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			rt := timeout.New(200*time.Millisecond, timeout.WithStallTimeout(400*time.Millisecond))(s.base)
+			start := time.Now()
+			resp, err := get(context.Background(), rt, s.url+"/api/v1/pods?watch=true")
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			n, err := io.Copy(io.Discard, resp.Body)
+			elapsed := time.Since(start)
+			requireTimeout(t, err, timeout.PhaseStalled, 400*time.Millisecond)
+			assert.Greater(t, n, int64(0))
+			// 600ms of events plus 400ms of silence; the 200ms budget did not
+			// cut the stream.
+			assert.GreaterOrEqual(t, elapsed, time.Second)
+			assert.Less(t, elapsed, 3*time.Second)
+			assert.Contains(t, err.Error(), "no progress for 400ms")
+		})
+	}
+}
+
+func TestCallerDeadlineWins(t *testing.T) {
+	t.Parallel()
+	for _, s := range servers(t, func(w http.ResponseWriter, r *http.Request) {
+		wait(r, 3*time.Second)
+	}) {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			rt := timeout.New(2 * time.Second)(s.base)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := get(ctx, rt, s.url)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, context.DeadlineExceeded))
+			var te *timeout.Error
+			assert.False(t, errors.As(err, &te), "the caller's deadline is not the middleware's: %v", err)
+			assert.Less(t, time.Since(start), time.Second)
+		})
+	}
+}
+
+func TestWithBudget(t *testing.T) {
+	t.Parallel()
+	for _, s := range servers(t, func(w http.ResponseWriter, r *http.Request) {
+		if wait(r, 600*time.Millisecond) {
+			_, _ = io.WriteString(w, "ok")
+		}
+	}) {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			// A shorter budget for one call.
+			rt := timeout.New(10 * time.Second)(s.base)
+			start := time.Now()
+			_, err := get(timeout.WithBudget(context.Background(), 200*time.Millisecond), rt, s.url)
+			requireTimeout(t, err, timeout.PhaseHeaders, 200*time.Millisecond)
+			assert.Less(t, time.Since(start), 590*time.Millisecond)
+
+			// No budget for one call.
+			rt = timeout.New(200 * time.Millisecond)(s.base)
+			resp, err := get(timeout.WithoutBudget(context.Background()), rt, s.url)
+			require.NoError(t, err)
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, "ok", string(b))
+		})
+	}
+}
+
+func TestInvalidConfig(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	base, err := transport.New()
+	require.NoError(t, err)
+	defer base.CloseIdleConnections()
+
+	tests := []struct {
+		name string
+		give transport.Middleware
+		ctx  context.Context
+		want string
+	}{
+		{"zero budget", timeout.New(0), context.Background(), "budget of timeout.New must be positive, got 0s"},
+		{"negative budget", timeout.New(-time.Second), context.Background(), "budget of timeout.New must be positive, got -1s"},
+		{"zero stall", timeout.New(time.Second, timeout.WithStallTimeout(0)), context.Background(), "WithStallTimeout must be positive, got 0s"},
+		{"zero per-call budget", timeout.New(time.Second), timeout.WithBudget(context.Background(), 0), "budget of timeout.WithBudget must be positive, got 0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := contract.NewBody("x")
+			req, err := http.NewRequestWithContext(tt.ctx, http.MethodPost, srv.URL, body)
+			require.NoError(t, err)
+			resp, err := tt.give(base).RoundTrip(req)
+			assert.Nil(t, resp)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.True(t, body.Closed())
+		})
+	}
+	assert.Zero(t, hits.Load(), "a request with an invalid configuration was sent")
+	assert.EqualError(t, timeout.Check(0), "timeout: budget of timeout.New must be positive, got 0s")
+	assert.NoError(t, timeout.Check(time.Second, timeout.WithStallTimeout(time.Minute)))
+}
+
+func TestUpgradeOutlivesBudget(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if !assert.NoError(t, err) {
+			return
+		}
+		defer conn.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		_ = brw.Flush()
+		_, _ = io.Copy(conn, brw) // echo until the client closes
+	}))
+	defer srv.Close()
+	base, err := transport.New()
+	require.NoError(t, err)
+	defer base.CloseIdleConnections()
+	rt := timeout.New(100 * time.Millisecond)(base)
+
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/namespaces/ns/pods/p/exec?command=sh", nil)
+	require.NoError(t, err)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	rwc := resp.Body.(io.ReadWriteCloser)
+	defer rwc.Close()
+	time.Sleep(300 * time.Millisecond) // three budgets: the upgraded stream must survive them
+	_, err = rwc.Write([]byte("ping\n"))
+	require.NoError(t, err)
+	line, err := bufio.NewReader(rwc).ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "ping\n", line)
+}
+
+func TestLongRunning(t *testing.T) {
+	tests := []struct {
+		give   string
+		header http.Header
+		want   bool
+	}{
+		{give: "/api/v1/namespaces/ns/pods", want: false},
+		{give: "/api/v1/namespaces/ns/pods?watch=true", want: true},
+		{give: "/api/v1/namespaces/ns/pods?watch=1", want: true},
+		{give: "/api/v1/namespaces/ns/pods?watch=", want: true},
+		{give: "/api/v1/namespaces/ns/pods?watch=false", want: false},
+		{give: "/api/v1/namespaces/ns/pods?watch=False", want: false},
+		{give: "/api/v1/namespaces/ns/pods?watch=0", want: false},
+		{give: "/api/v1/watch/namespaces/ns/pods", want: true},
+		{give: "/apis/apps/v1/watch/deployments", want: true},
+		{give: "/api/v1/namespaces/ns/pods/p/log?follow=true", want: true},
+		{give: "/api/v1/namespaces/ns/pods/p/log?follow=false", want: false},
+		{give: "/api/v1/namespaces/ns/pods/p/log", want: false},
+		{give: "/api/v1/namespaces/ns/pods/p?follow=true", want: false},
+		{give: "/api/v1/namespaces/ns/pods/p/exec?command=sh", want: true},
+		{give: "/api/v1/namespaces/ns/pods/p/attach", want: true},
+		{give: "/api/v1/namespaces/ns/pods/p/portforward", want: true},
+		{give: "/api/v1/namespaces/ns/services/s/proxy/metrics", want: true},
+		{give: "/api/v1/nodes/n/proxy/stats", want: true},
+		{give: "/api/v1/proxy/namespaces/ns/services/s", want: true},
+		{give: "/api/v1/namespaces/exec/pods", want: false},
+		{give: "/api/v1/namespaces/proxy", want: false},
+		{give: "/api/v1/namespaces/ns/status", want: false},
+		{give: "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/exec", want: false},
+		{give: "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/sb/status", want: false},
+		{give: "/k8s/clusters/c-1/api/v1/namespaces/ns/pods/p/exec", want: true},
+		{give: "/k8s/clusters/c-1/api/v1/namespaces/ns/pods/p", want: false},
+		{give: "/version", want: false},
+		{give: "/healthz?watch=true", want: true},
+		{give: "/api/v1/namespaces/ns/pods/p", header: http.Header{"Connection": {"keep-alive, Upgrade"}}, want: true},
+		{give: "/api/v1/namespaces/ns/pods/p", header: http.Header{"Connection": {"keep-alive"}}, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, "https://127.0.0.1:6443"+tt.give, nil)
+			require.NoError(t, err)
+			for k, v := range tt.header {
+				req.Header[k] = v
+			}
+			assert.Equal(t, tt.want, timeout.LongRunning(req))
+		})
+	}
+	assert.False(t, timeout.LongRunning(nil))
+}
+
+func TestErrorMessage(t *testing.T) {
+	e := &timeout.Error{Budget: 2 * time.Second, Elapsed: 2001 * time.Millisecond, Phase: timeout.PhaseBody, Err: io.ErrUnexpectedEOF}
+	assert.Equal(t, "timeout: request budget 2s exceeded after 2.001s reading the response body: unexpected EOF", e.Error())
+	assert.True(t, errors.Is(e, io.ErrUnexpectedEOF))
+	assert.True(t, errors.Is(e, context.DeadlineExceeded))
+	assert.False(t, errors.Is(e, context.Canceled))
+	assert.True(t, strings.HasPrefix(timeout.Phase(9).String(), "Phase("))
+}
