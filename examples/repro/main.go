@@ -101,4 +101,3 @@ func run(w io.Writer, budget, latency time.Duration) int {
 	fmt.Fprintf(w, " (over HTTP/1.1 net/http silently re-sends the GET, so the server runs it twice);\nclient B, with the deadline on the request, succeeds at every gap and every request runs once.\n")
 	return 0
 }
-

@@ -218,4 +218,3 @@ func wrapper(t *testing.T, mw transport.Middleware) {
 	c.CloseIdleConnections()
 	assert.EqualValues(t, 1, base.closes.Load(), "CloseIdleConnections did not reach the base")
 }
-
