@@ -66,7 +66,9 @@ type Attempt struct {
 	// connection being ready: DNS, connect and any proxy CONNECT, without the
 	// TLS handshake. Zero for a reused connection.
 	Dial time.Duration
-	// TLSHandshake is the TLS handshake time of a new connection.
+	// TLSHandshake is, for a new TLS connection, the time from the start of
+	// the TLS handshake to the connection being handed to the request: the
+	// handshake and, for HTTP/2, the connection preface. Zero otherwise.
 	TLSHandshake time.Duration
 	// WroteRequest is when the request, body included, was written; zero if
 	// it was not.

@@ -85,7 +85,6 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.trace = httptrace.ClientTrace{
 		GotConn:              t.gotConn,
 		TLSHandshakeStart:    t.tlsStart,
-		TLSHandshakeDone:     t.tlsDone,
 		WroteRequest:         t.wroteRequest,
 		GotFirstResponseByte: t.firstByte,
 	}
@@ -209,24 +208,22 @@ func (t *tracer) gotConn(info httptrace.GotConnInfo) {
 	t.a.HasConn = true
 	t.a.Conn = c
 	t.a.GotConn = now.Sub(t.a.Start)
+	t.a.Dial, t.a.TLSHandshake = 0, 0
 	if !c.Reused {
+		// TLSHandshakeDone is not hooked: the handshake ends right before
+		// the connection is handed over, and one hook fewer is one
+		// allocation fewer per request.
+		if !t.tlsBegin.IsZero() && !t.tlsBegin.After(now) {
+			t.a.TLSHandshake = now.Sub(t.tlsBegin)
+		}
 		t.a.Dial = t.a.GotConn - t.a.TLSHandshake
-	} else {
-		t.a.Dial, t.a.TLSHandshake = 0, 0
 	}
+	t.tlsBegin = time.Time{}
 }
 
 func (t *tracer) tlsStart() {
 	t.mu.Lock()
 	t.tlsBegin = time.Now()
-	t.mu.Unlock()
-}
-
-func (t *tracer) tlsDone(tls.ConnectionState, error) {
-	t.mu.Lock()
-	if !t.tlsBegin.IsZero() {
-		t.a.TLSHandshake = time.Since(t.tlsBegin)
-	}
 	t.mu.Unlock()
 }
 

@@ -160,7 +160,8 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
 			resp.Body = &upgradeBody{ReadWriteCloser: rwc, c: c}
 		} else {
-			resp.Body = &body{rc: resp.Body, c: c}
+			c.body = resp.Body
+			resp.Body = c
 		}
 	case resp.Body == nil || resp.Body == http.NoBody:
 		c.finish()
@@ -170,13 +171,16 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		} else {
 			c.setPhase(PhaseBody)
 		}
-		resp.Body = &body{rc: resp.Body, c: c}
+		c.body = resp.Body
+		resp.Body = c
 	}
 	return resp, nil
 }
 
-// call is the deadline state of one request.
+// call is the deadline state of one request. It doubles as the response
+// body wrapper, saving an allocation per request.
 type call struct {
+	body        io.ReadCloser
 	start       time.Time
 	budget      time.Duration
 	longRunning bool
@@ -280,29 +284,26 @@ func (c *call) cause(err error) error {
 	return &e
 }
 
-type body struct {
-	rc io.ReadCloser
-	c  *call
-}
-
-func (b *body) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if n > 0 && b.c.stall > 0 {
-		b.c.progress.Store(int64(time.Since(b.c.start)))
+// Read reads the response body; EOF ends the deadline.
+func (c *call) Read(p []byte) (int, error) {
+	n, err := c.body.Read(p)
+	if n > 0 && c.stall > 0 {
+		c.progress.Store(int64(time.Since(c.start)))
 	}
 	if err != nil {
 		if err == io.EOF {
-			b.c.finish()
+			c.finish()
 			return n, err
 		}
-		return n, b.c.cause(err)
+		return n, c.cause(err)
 	}
 	return n, nil
 }
 
-func (b *body) Close() error {
-	err := b.rc.Close()
-	b.c.finish()
+// Close closes the response body and ends the deadline.
+func (c *call) Close() error {
+	err := c.body.Close()
+	c.finish()
 	return err
 }
 

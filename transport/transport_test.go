@@ -1,0 +1,177 @@
+package transport_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/kubewire/kubewire/internal/contract"
+	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/transport"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+type recorder struct {
+	name  string
+	order *[]string
+	next  http.RoundTripper
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	*r.order = append(*r.order, r.name)
+	return r.next.RoundTrip(req)
+}
+
+func named(name string, order *[]string) transport.Middleware {
+	return func(next http.RoundTripper) http.RoundTripper { return &recorder{name, order, next} }
+}
+
+func TestChainFirstIsOutermost(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	base, err := transport.New()
+	require.NoError(t, err)
+	defer base.CloseIdleConnections()
+
+	var order []string
+	rt := transport.Chain(named("a", &order), nil, named("b", &order), named("c", &order))(base)
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, []string{"a", "b", "c"}, order)
+
+	assert.Same(t, base, transport.Chain()(base), "an empty chain is the identity")
+	assert.Same(t, base, transport.Chain(nil, nil)(base))
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	tests := []struct {
+		give transport.Option
+		want string
+	}{
+		{transport.WithIdleConnTimeout(0), "transport: WithIdleConnTimeout must be positive, got 0s"},
+		{transport.WithIdleConnTimeout(-time.Second), "transport: WithIdleConnTimeout must be positive, got -1s"},
+		{transport.WithHTTP2ReadIdleTimeout(0), "transport: WithHTTP2ReadIdleTimeout must be positive, got 0s"},
+		{transport.WithHTTP2PingTimeout(-5 * time.Millisecond), "transport: WithHTTP2PingTimeout must be positive, got -5ms"},
+		{transport.WithDialTimeout(0), "transport: WithDialTimeout must be positive, got 0s"},
+		{transport.WithTLSHandshakeTimeout(0), "transport: WithTLSHandshakeTimeout must be positive, got 0s"},
+		{transport.WithMaxIdleConnsPerHost(0), "transport: WithMaxIdleConnsPerHost must be positive, got 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			rt, err := transport.New(tt.give)
+			assert.Nil(t, rt)
+			assert.EqualError(t, err, tt.want)
+		})
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	tr, err := transport.New()
+	require.NoError(t, err)
+	assert.Equal(t, transport.DefaultIdleConnTimeout, tr.IdleConnTimeout)
+	assert.Less(t, tr.IdleConnTimeout, 60*time.Second, "below the AWS ALB idle timeout")
+	assert.NotNil(t, tr.Proxy, "proxy from the environment, as go-cleanhttp does")
+	assert.Contains(t, tr.TLSClientConfig.NextProtos, "h2")
+	assert.Zero(t, tr.ResponseHeaderTimeout, "no connection-level response timeout")
+
+	tr, err = transport.New(transport.WithoutHTTP2(), transport.WithMaxIdleConnsPerHost(7), transport.WithIdleConnTimeout(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, 7, tr.MaxIdleConnsPerHost)
+	assert.Equal(t, time.Second, tr.IdleConnTimeout)
+	assert.False(t, tr.ForceAttemptHTTP2)
+}
+
+// reused sends a GET and reports whether it went out on a reused connection.
+func reused(t *testing.T, rt http.RoundTripper, u string) (bool, string) {
+	t.Helper()
+	var info httptrace.GotConnInfo
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { info = i }})
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	require.NoError(t, err)
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	return info.Reused, resp.Proto
+}
+
+// TestHTTP2HealthCheck: a connection whose peer stops answering is closed
+// by the read-idle PING of this transport, not left in the pool to fail the
+// next request. The control case, with a long read-idle timeout, keeps it.
+func TestHTTP2HealthCheck(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	tlsConfig := srv.Client().Transport.(*http.Transport).TLSClientConfig
+
+	tests := []struct {
+		name       string
+		readIdle   time.Duration
+		wantReused bool
+	}{
+		{"health check closes a dead connection", 100 * time.Millisecond, false},
+		{"control: no check within the wait", time.Hour, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "https://"))
+			require.NoError(t, err)
+			defer p.Close()
+			tr, err := transport.New(
+				transport.WithTLSConfig(tlsConfig),
+				transport.WithHTTP2ReadIdleTimeout(tt.readIdle),
+				transport.WithHTTP2PingTimeout(100*time.Millisecond),
+			)
+			require.NoError(t, err)
+			defer tr.CloseIdleConnections()
+			u := "https://" + p.Addr()
+
+			_, proto := reused(t, tr, u)
+			require.Equal(t, "HTTP/2.0", proto)
+			p.SetFault(faultproxy.BlackHole)
+			time.Sleep(600 * time.Millisecond) // PING after 100ms, no answer after 100ms more
+			p.SetFault(faultproxy.None)
+			got, _ := reused(t, tr, u)
+			assert.Equal(t, tt.wantReused, got)
+		})
+	}
+}
+
+func TestIdleConnTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	tr, err := transport.New(transport.WithIdleConnTimeout(100 * time.Millisecond))
+	require.NoError(t, err)
+	defer tr.CloseIdleConnections()
+	reused(t, tr, srv.URL)
+	got, _ := reused(t, tr, srv.URL)
+	assert.True(t, got, "a connection used again at once is reused")
+	time.Sleep(300 * time.Millisecond)
+	got, _ = reused(t, tr, srv.URL)
+	assert.False(t, got, "an idle connection is evicted after the idle timeout")
+}
+
+func TestCloseRequestBody(t *testing.T) {
+	transport.CloseRequestBody(nil)
+	body := contract.NewBody("x")
+	req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1/", body)
+	require.NoError(t, err)
+	transport.CloseRequestBody(req)
+	assert.True(t, body.Closed())
+}
