@@ -12,8 +12,9 @@ vet:
 repro:
 	$(GO) run ./examples/repro
 
+# Each pair is run interleaved 10 times and compared with benchstat.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 10 ./transport/... ./timeout/... ./pooltrace/... | tee bench.txt
+	hack/benchratio.sh ./bench Bare Stack 10
 
 fmt:
 	gofmt -w .

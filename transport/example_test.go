@@ -1,0 +1,49 @@
+package transport_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/kubewire/kubewire/pooltrace"
+	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/transport"
+)
+
+// A pooled base transport under the kubewire stack: pooltrace outermost,
+// then the per-request deadline.
+func Example() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "hello")
+	}))
+	defer srv.Close()
+
+	base, err := transport.New(transport.WithIdleConnTimeout(30 * time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	client := &http.Client{Transport: transport.Chain(
+		pooltrace.New(),
+		timeout.New(10*time.Second),
+	)(base)}
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(b))
+	// Output: 200 hello
+}
+
+func ExampleNew_invalid() {
+	_, err := transport.New(transport.WithHTTP2PingTimeout(0))
+	fmt.Println(err)
+	// Output: transport: WithHTTP2PingTimeout must be positive, got 0s
+}
