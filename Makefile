@@ -15,6 +15,7 @@ repro:
 # Each pair is run interleaved 10 times and compared with benchstat.
 bench:
 	hack/benchratio.sh ./bench Bare Stack 10
+	hack/benchratio.sh ./bench RetryBaseline Retry 10
 
 fmt:
 	gofmt -w .

@@ -1,0 +1,148 @@
+package retry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"golang.org/x/net/http2"
+)
+
+// Class says whether a failed request can have reached the server.
+type Class int
+
+const (
+	// NotRetryable: the failure is not one a retry can fix, or it is not
+	// known. Never retried.
+	NotRetryable Class = iota
+	// NotSent: the request certainly did not reach the server. Retried for
+	// any method.
+	NotSent
+	// MaybeSent: the request may have reached the server. Retried only when
+	// it is idempotent.
+	MaybeSent
+)
+
+func (c Class) String() string {
+	switch c {
+	case NotSent:
+		return "not sent"
+	case MaybeSent:
+		return "maybe sent"
+	default:
+		return "not retryable"
+	}
+}
+
+// Classify is the default classifier of transport errors (see the package
+// documentation). It uses errors.Is and errors.As, syscall errnos and the
+// typed errors of net, crypto/tls and x/net/http2; [knownMessage] covers the
+// few upstream errors that only their text identifies.
+func Classify(err error) Class {
+	if err == nil {
+		return NotRetryable
+	}
+	if errors.Is(err, context.Canceled) {
+		return NotRetryable
+	}
+	if isCertificateError(err) {
+		return NotRetryable
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		if dnsErr.IsNotFound {
+			return NotRetryable
+		}
+		return NotSent
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return NotSent
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return NotSent
+	}
+	if errors.Is(err, http2.ErrNoCachedConn) {
+		return NotSent
+	}
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		if se.Code == http2.ErrCodeRefusedStream {
+			return NotSent
+		}
+		return MaybeSent
+	}
+	var gae http2.GoAwayError
+	if errors.As(err, &gae) {
+		// Streams above the GOAWAY's last stream ID are failed with
+		// errClientConnGotGoAway (knownMessage); one that gets a GoAwayError
+		// was at or below it, so the server may have processed it.
+		return MaybeSent
+	}
+	if c, ok := knownMessage(err); ok {
+		return c
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE),
+		errors.Is(err, syscall.ETIMEDOUT),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, net.ErrClosed),
+		errors.Is(err, context.DeadlineExceeded):
+		return MaybeSent
+	}
+	var te interface{ Timeout() bool }
+	if errors.As(err, &te) && te.Timeout() {
+		return MaybeSent
+	}
+	return NotRetryable
+}
+
+// knownMessage classifies upstream errors that have no exported type or
+// value, by their text. Each string is the upstream error's message:
+//
+//   - net/http tlsHandshakeTimeoutError: "net/http: TLS handshake timeout"
+//     (a new connection; nothing was written).
+//   - x/net/http2 and net/http's bundled copy, errClientConnGotGoAway:
+//     "http2: Transport received Server's graceful shutdown GOAWAY" (the
+//     stream was above the server's last stream ID: not processed).
+//   - net/http's bundled http2StreamError for REFUSED_STREAM:
+//     "stream error: stream ID 3; REFUSED_STREAM".
+//   - x/net/http2 and net/http's bundled copy: "http2: client connection
+//     lost" (health check or read failure with streams open).
+//   - net/http errServerClosedIdle: "http: server closed idle connection".
+//   - net/http: "net/http: HTTP/1.x transport connection broken".
+func knownMessage(err error) (Class, bool) {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "net/http: TLS handshake timeout"),
+		strings.Contains(msg, "http2: Transport received Server's graceful shutdown GOAWAY"),
+		strings.Contains(msg, "; REFUSED_STREAM"):
+		return NotSent, true
+	case strings.Contains(msg, "http2: client connection lost"),
+		strings.Contains(msg, "http: server closed idle connection"),
+		strings.Contains(msg, "net/http: HTTP/1.x transport connection broken"):
+		return MaybeSent, true
+	}
+	return NotRetryable, false
+}
+
+func isCertificateError(err error) bool {
+	var (
+		verr *tls.CertificateVerificationError
+		uerr x509.UnknownAuthorityError
+		herr x509.HostnameError
+		cerr x509.CertificateInvalidError
+		rerr tls.RecordHeaderError
+		aerr tls.AlertError
+	)
+	return errors.As(err, &verr) || errors.As(err, &uerr) || errors.As(err, &herr) ||
+		errors.As(err, &cerr) || errors.As(err, &rerr) || errors.As(err, &aerr)
+}

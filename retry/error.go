@@ -1,0 +1,114 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Reason says why retrying stopped.
+type Reason int
+
+const (
+	// ReasonNotRetryable: the error is not one a retry can fix.
+	ReasonNotRetryable Reason = iota + 1
+	// ReasonNotIdempotent: the request may have reached the server and is
+	// not idempotent, so it was not re-sent.
+	ReasonNotIdempotent
+	// ReasonBodyNotRewindable: the request body cannot be sent again.
+	ReasonBodyNotRewindable
+	// ReasonAttempts: every attempt failed.
+	ReasonAttempts
+	// ReasonDeadline: the context's deadline passed, or would pass before
+	// the next attempt could start.
+	ReasonDeadline
+	// ReasonCanceled: the caller cancelled the request.
+	ReasonCanceled
+	// ReasonBudget: the retry budget is spent; the server is failing many
+	// requests.
+	ReasonBudget
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonNotRetryable:
+		return "not retryable"
+	case ReasonNotIdempotent:
+		return "not retried: the request may have reached the server and is not idempotent (mark it with retry.WithIdempotent if it is)"
+	case ReasonBodyNotRewindable:
+		return "not retried: the request body cannot be rewound (no GetBody)"
+	case ReasonAttempts:
+		return "attempts exhausted"
+	case ReasonDeadline:
+		return "deadline: no time left for another attempt"
+	case ReasonCanceled:
+		return "canceled"
+	case ReasonBudget:
+		return "retry budget exhausted"
+	}
+	return fmt.Sprintf("Reason(%d)", int(r))
+}
+
+// Error is the error of a request the middleware gave up on.
+type Error struct {
+	Method string
+	// Attempts is how many attempts were sent.
+	Attempts int
+	Reason   Reason
+	// Class is the classification of the last error.
+	Class Class
+	// Causes holds every attempt's error, in order, and the context's error
+	// if it ended a wait.
+	Causes []error
+}
+
+func (e *Error) last() error {
+	if len(e.Causes) == 0 {
+		return nil
+	}
+	return e.Causes[len(e.Causes)-1]
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	s := "s"
+	if e.Attempts == 1 {
+		s = ""
+	}
+	fmt.Fprintf(&b, "retry: %s failed after %d attempt%s (%s)", e.Method, e.Attempts, s, e.Reason)
+	if last := e.last(); last != nil {
+		b.WriteString(": ")
+		b.WriteString(last.Error())
+	}
+	if len(e.Causes) > 1 {
+		b.WriteString(" [earlier:")
+		for i, c := range e.Causes[:len(e.Causes)-1] {
+			fmt.Fprintf(&b, " attempt %d: %v;", i+1, c)
+		}
+		b.WriteString("]")
+	}
+	return b.String()
+}
+
+// Unwrap returns every cause, so errors.Is and errors.As search them all.
+func (e *Error) Unwrap() []error { return e.Causes }
+
+// Is reports whether target is context.DeadlineExceeded and retrying stopped
+// for the deadline.
+func (e *Error) Is(target error) bool {
+	return target == context.DeadlineExceeded && e.Reason == ReasonDeadline
+}
+
+// Timeout reports whether retrying stopped for the deadline or the last
+// attempt timed out.
+func (e *Error) Timeout() bool {
+	if e.Reason == ReasonDeadline {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(e.last(), &t) && t.Timeout()
+}
+
+// Temporary reports false; it exists so that *Error satisfies net.Error.
+func (e *Error) Temporary() bool { return false }
