@@ -71,7 +71,9 @@ type Attempt struct {
 	// handshake and, for HTTP/2, the connection preface. Zero otherwise.
 	TLSHandshake time.Duration
 	// WroteRequest is when the request, body included, was written; zero if
-	// it was not.
+	// that was not reported by the time RoundTrip returned. On HTTP/2 the
+	// write is reported from the writer goroutine and can come after the
+	// response headers, so zero there does not prove the request unsent.
 	WroteRequest time.Duration
 	// FirstByte is when the first byte of the response arrived; zero if none.
 	FirstByte time.Duration
