@@ -1,0 +1,346 @@
+package kubeadapter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/internal/repro"
+	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/pooltrace"
+	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/timeout"
+)
+
+var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// attempts records what the stack saw.
+type attempts struct {
+	mu  sync.Mutex
+	all []pooltrace.Attempt
+}
+
+func (a *attempts) observe(at pooltrace.Attempt) {
+	a.mu.Lock()
+	a.all = append(a.all, at)
+	a.mu.Unlock()
+}
+
+func (a *attempts) count(method string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, at := range a.all {
+		if at.Method == method {
+			n++
+		}
+	}
+	return n
+}
+
+func (a *attempts) last() pooltrace.Attempt {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.all[len(a.all)-1]
+}
+
+func namespace(t *testing.T, cs kubernetes.Interface) string {
+	t.Helper()
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kw-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return ns.Name
+}
+
+// proxied returns cfg pointed at a fault proxy in front of the API server.
+// Its own dialer keeps client-go from sharing a cached transport between
+// configs, so every client has its own pool.
+func proxied(t *testing.T, cfg *rest.Config) (*rest.Config, *faultproxy.Proxy) {
+	t.Helper()
+	u, err := url.Parse(cfg.Host)
+	require.NoError(t, err)
+	p, err := faultproxy.New(u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	cfg = rest.CopyConfig(cfg)
+	cfg.Host = "https://" + p.Addr()
+	cfg.Dial = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+	return cfg, p
+}
+
+func TestCRUD(t *testing.T) {
+	cfg := env.Config(t)
+	require.NotEmpty(t, cfg.CertData, "envtest authenticates with a client certificate")
+	var seen attempts
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(10*time.Second), kubeadapter.WithObserver(seen.observe)))
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	ns := namespace(t, cs)
+
+	cm, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cm.Data["k"] = "w"
+	_, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	got, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "w", got.Data["k"])
+	list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.NotEmpty(t, list.Items)
+
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "b"}, "data": map[string]any{"x": "1"}}}
+	_, err = dyn.Resource(configMaps).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = dyn.Resource(configMaps).Namespace(ns).Patch(ctx, "b", types.MergePatchType, []byte(`{"data":{"x":"2"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.NoError(t, dyn.Resource(configMaps).Namespace(ns).Delete(ctx, "b", metav1.DeleteOptions{}))
+	require.NoError(t, cs.CoreV1().ConfigMaps(ns).Delete(ctx, "a", metav1.DeleteOptions{}))
+	_, err = cs.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "a 404 is a response, not a transport error: %v", err)
+
+	assert.GreaterOrEqual(t, seen.count(http.MethodGet), 2)
+	assert.Equal(t, "HTTP/2.0", seen.last().Conn.Proto, "client certificates over TLS with HTTP/2")
+}
+
+// TestIdleConnectionEndToEnd is the field report against a real API server:
+// a proxy adds 300ms to every answer. Client A keeps a 2s read deadline on
+// its connections; a request after about 1.8s idle fails. Client B, with
+// Apply and a 2s budget, succeeds at every gap.
+func TestIdleConnectionEndToEnd(t *testing.T) {
+	admin := env.Config(t)
+	cs, err := kubernetes.NewForConfig(admin)
+	require.NoError(t, err)
+	ns := namespace(t, cs)
+	_, err = cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "seed"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	gaps := []time.Duration{0, 1400 * time.Millisecond, 1800 * time.Millisecond, 1900 * time.Millisecond}
+	type result struct {
+		client string
+		method string
+		gap    time.Duration
+		err    error
+	}
+	var mu sync.Mutex
+	var results []result
+	var wg sync.WaitGroup
+	for _, client := range []string{"A", "B"} {
+		for _, method := range []string{http.MethodGet, http.MethodPatch} {
+			for _, gap := range gaps {
+				cfg, p := proxied(t, admin)
+				p.SetLatency(300 * time.Millisecond)
+				if client == "A" {
+					cfg.Dial = repro.NaiveDialer(2*time.Second, cfg.Dial)
+				} else {
+					require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(2*time.Second)))
+				}
+				c, err := kubernetes.NewForConfig(cfg)
+				require.NoError(t, err)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx := context.Background()
+					cms := c.CoreV1().ConfigMaps(ns)
+					_, err := cms.Get(ctx, "seed", metav1.GetOptions{})
+					if err == nil {
+						time.Sleep(gap)
+						if method == http.MethodGet {
+							_, err = cms.Get(ctx, "seed", metav1.GetOptions{})
+						} else {
+							_, err = cms.Patch(ctx, "seed", types.MergePatchType, []byte(fmt.Sprintf(`{"data":{"%s":"%d"}}`, client, gap.Milliseconds())), metav1.PatchOptions{})
+						}
+					}
+					mu.Lock()
+					results = append(results, result{client, method, gap, err})
+					mu.Unlock()
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	require.Len(t, results, 16)
+	for _, r := range results {
+		starved := 2*time.Second-r.gap < 300*time.Millisecond
+		if r.client == "A" && starved {
+			assert.Error(t, r.err, "client A %s at gap %v should fail", r.method, r.gap)
+			if r.err != nil {
+				assert.Contains(t, r.err.Error(), "i/o timeout")
+			}
+			continue
+		}
+		assert.NoError(t, r.err, "client %s %s at gap %v", r.client, r.method, r.gap)
+	}
+}
+
+// TestWatchSurvivesBudget: an informer's watch through the stack stays open
+// across several budgets; under a plain rest.Config.Timeout of the same
+// length it is cut and re-opened.
+func TestWatchSurvivesBudget(t *testing.T) {
+	admin := env.Config(t)
+	cs, err := kubernetes.NewForConfig(admin)
+	require.NoError(t, err)
+	ns := namespace(t, cs)
+
+	run := func(t *testing.T, cfg *rest.Config) (watches int32, events int32) {
+		var n atomic.Int32
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return &watchCounter{next: rt, n: &n}
+		})
+		c, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
+		inf := f.Core().V1().ConfigMaps().Informer()
+		var seen atomic.Int32
+		_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { seen.Add(1) }})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		f.Start(ctx.Done())
+		require.True(t, cache.WaitForCacheSync(ctx.Done(), inf.HasSynced))
+		for i := 0; i < 7; i++ {
+			time.Sleep(500 * time.Millisecond)
+			_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "w-"}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool { return seen.Load() >= 7 }, 5*time.Second, 10*time.Millisecond)
+		cancel()
+		f.Shutdown()
+		return n.Load(), seen.Load()
+	}
+
+	plain := rest.CopyConfig(admin)
+	plain.Timeout = time.Second
+	plainWatches, _ := run(t, plain)
+
+	applied := rest.CopyConfig(admin)
+	applied.Timeout = time.Second
+	require.NoError(t, kubeadapter.Apply(applied))
+	appliedWatches, events := run(t, applied)
+
+	t.Logf("watch requests over 3.5s with a 1s timeout: plain rest.Config.Timeout %d, kubewire %d (%d events)", plainWatches, appliedWatches, events)
+	assert.EqualValues(t, 1, appliedWatches, "the watch stayed open across the budget")
+	assert.GreaterOrEqual(t, plainWatches, int32(2), "rest.Config.Timeout cuts the watch and the informer re-opens it")
+}
+
+// TestStalledResponse: the proxy holds the API server's answer. An unmarked
+// create fails within the budget with the typed timeout error and is not
+// re-sent: the object exists exactly once.
+func TestStalledResponse(t *testing.T) {
+	admin := env.Config(t)
+	cs, err := kubernetes.NewForConfig(admin)
+	require.NoError(t, err)
+	ns := namespace(t, cs)
+
+	cfg, p := proxied(t, admin)
+	var seen attempts
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(time.Second), kubeadapter.WithObserver(seen.observe)))
+	c, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	p.SetFault(faultproxy.Stall)
+	start := time.Now()
+	_, err = c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "stalled"}}, metav1.CreateOptions{})
+	elapsed := time.Since(start)
+	p.SetFault(faultproxy.None)
+	require.Error(t, err)
+	var te *timeout.Error
+	require.True(t, errors.As(err, &te), "%T: %v", err, err)
+	assert.Equal(t, timeout.PhaseHeaders, te.Phase)
+	assert.True(t, errors.Is(err, context.DeadlineExceeded))
+	var re *retry.Error
+	require.True(t, errors.As(err, &re))
+	assert.Equal(t, retry.ReasonNotIdempotent, re.Reason)
+	assert.GreaterOrEqual(t, elapsed, time.Second)
+	assert.Less(t, elapsed, 2*time.Second)
+	assert.Contains(t, err.Error(), "on connection reused after")
+	assert.Equal(t, 1, seen.count(http.MethodPost), "the create was sent once")
+
+	require.Eventually(t, func() bool {
+		_, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "stalled", metav1.GetOptions{})
+		return err == nil
+	}, 5*time.Second, 50*time.Millisecond, "the stalled create reached the API server")
+	list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=stalled"})
+	require.NoError(t, err)
+	assert.Len(t, list.Items, 1)
+}
+
+// TestResetDuringWrites: the API server executes the request and the
+// connection is reset before the answer. A PATCH marked idempotent is
+// retried once and succeeds; an unmarked create is not re-sent.
+func TestResetDuringWrites(t *testing.T) {
+	admin := env.Config(t)
+	cs, err := kubernetes.NewForConfig(admin)
+	require.NoError(t, err)
+	ns := namespace(t, cs)
+	ctx := context.Background()
+	_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	cfg, p := proxied(t, admin)
+	var seen attempts
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithObserver(seen.observe)))
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = dyn.Resource(configMaps).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	p.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+	_, err = dyn.Resource(configMaps).Namespace(ns).Patch(retry.WithIdempotent(ctx), "p", types.MergePatchType, []byte(`{"data":{"k":"v"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, seen.count(http.MethodPatch), "retried once")
+
+	_, err = dyn.Resource(configMaps).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
+	require.NoError(t, err)
+	p.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "once"}}}
+	_, err = dyn.Resource(configMaps).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+	require.Error(t, err)
+	var re *retry.Error
+	require.True(t, errors.As(err, &re), "%v", err)
+	assert.Equal(t, retry.ReasonNotIdempotent, re.Reason)
+	assert.Equal(t, 1, seen.count(http.MethodPost))
+	_, err = cs.CoreV1().ConfigMaps(ns).Get(ctx, "once", metav1.GetOptions{})
+	require.NoError(t, err, "the create reached the API server once")
+}
+
+// watchCounter counts watch requests.
+type watchCounter struct {
+	next http.RoundTripper
+	n    *atomic.Int32
+}
+
+func (w *watchCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Query().Get("watch") == "true" {
+		w.n.Add(1)
+	}
+	return w.next.RoundTrip(req)
+}
+
+func (w *watchCounter) WrappedRoundTripper() http.RoundTripper { return w.next }
