@@ -46,7 +46,6 @@ func (e *Env) Stop() {
 	}
 }
 
-
 // Config returns a copy of the admin config of the API server (client
 // certificate authentication). Without KUBEBUILDER_ASSETS the test is
 // skipped with a note to run `make test`, which always sets it; if the API
