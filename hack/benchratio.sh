@@ -17,6 +17,7 @@ for ((i = 0; i < n; i++)); do
 	go test -run '^$' -bench "^Benchmark($base|$cand)\$" -benchmem -count 1 "$pkg" >>"$out/all.txt"
 done
 grep -E '^(goos|goarch|pkg|cpu):' "$out/all.txt" | sort -u >"$out/hdr"
-{ cat "$out/hdr"; grep -E "^Benchmark$base/" "$out/all.txt" | sed "s/^Benchmark$base\//Benchmark\//"; } >"$out/$base"
-{ cat "$out/hdr"; grep -E "^Benchmark$cand/" "$out/all.txt" | sed "s/^Benchmark$cand\//Benchmark\//"; } >"$out/$cand"
+# Drop the names so that benchstat lines up baseline and candidate.
+{ cat "$out/hdr"; grep -E "^Benchmark$base[/-]" "$out/all.txt" | sed -E "s/^Benchmark$base([/-])/Benchmark\1/"; } >"$out/$base"
+{ cat "$out/hdr"; grep -E "^Benchmark$cand[/-]" "$out/all.txt" | sed -E "s/^Benchmark$cand([/-])/Benchmark\1/"; } >"$out/$cand"
 cd "$out" && "$benchstat" "$base" "$cand"

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubewire/kubewire/internal/kubetest"
+)
+
+var env *kubetest.Env
+
+func TestMain(m *testing.M) {
+	env = kubetest.Start()
+	code := m.Run()
+	env.Stop()
+	os.Exit(code)
+}
+
+func TestRunAgainstAPIServer(t *testing.T) {
+	cfg := env.Config(t)
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*kc, path))
+
+	var out, errOut strings.Builder
+	code := run(context.Background(), []string{"-kubeconfig", path, "-v"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	assert.Contains(t, out.String(), "server v1.37.2")
+	assert.Contains(t, out.String(), "namespace default")
+	assert.Contains(t, errOut.String(), "request attempt", "verbose logs show the connection facts")
+	assert.NotContains(t, errOut.String(), string(cfg.KeyData[40:80]), "no key material in logs")
+}
+
+func TestRunErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"bad flag", []string{"-nope"}, 2, "flag provided but not defined: -nope"},
+		{"bad budget", []string{"-kubeconfig", "testdata/unreachable.yaml", "-timeout", "0s"}, 2, "kubeadapter: WithTimeout must be positive, got 0s"},
+		{"missing kubeconfig", []string{"-kubeconfig", "testdata/none.yaml"}, 1, "restconfig: loading kubeconfig:"},
+		{"unreachable", []string{"-kubeconfig", "testdata/unreachable.yaml", "-timeout", "2s"}, 1, "connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut strings.Builder
+			code := run(context.Background(), tt.args, &out, &errOut)
+			assert.Equal(t, tt.code, code)
+			assert.Contains(t, errOut.String(), tt.want)
+			assert.NotContains(t, errOut.String(), "goroutine ", "no stack trace")
+		})
+	}
+}
