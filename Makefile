@@ -6,12 +6,6 @@ GO ?= go
 ENVTEST_K8S_VERSION := 1.37.2
 ENVTEST_DIR ?= $(abspath $(shell $(GO) env GOCACHE)/../kubewire-envtest/$(ENVTEST_K8S_VERSION))
 
-# The API server reports this version, as a release build would.
-ENVTEST_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v$(ENVTEST_K8S_VERSION) \
-	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(ENVTEST_K8S_VERSION))) \
-	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(ENVTEST_K8S_VERSION))) \
-	-X k8s.io/component-base/version.gitTreeState=clean
-
 .PHONY: test vet envtest repro bench fmt
 
 test: vet envtest
@@ -21,15 +15,9 @@ vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
-envtest: $(ENVTEST_DIR)/kube-apiserver $(ENVTEST_DIR)/etcd
-
-$(ENVTEST_DIR)/kube-apiserver: hack/envtest/go.mod hack/envtest/go.sum Makefile
-	@mkdir -p $(ENVTEST_DIR)
-	cd hack/envtest && $(GO) build -ldflags '$(ENVTEST_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver && mv $@.tmp $@
-
-$(ENVTEST_DIR)/etcd: hack/envtest/go.mod hack/envtest/go.sum
-	@mkdir -p $(ENVTEST_DIR)
-	cd hack/envtest && $(GO) build -o $@.tmp go.etcd.io/etcd/server/v3 && mv $@.tmp $@
+# Builds only when the binaries are missing or their inputs changed.
+envtest:
+	@hack/envtest.sh $(ENVTEST_DIR) $(ENVTEST_K8S_VERSION)
 
 repro:
 	$(GO) run ./examples/repro

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the envtest binaries, kube-apiserver and etcd, from Go modules (the
+# tools module in hack/envtest) into DIR, unless DIR already holds binaries
+# built from the same inputs. Prints DIR.
+#
+#   hack/envtest.sh DIR VERSION
+set -euo pipefail
+dir=$1 version=$2
+cd "$(dirname "$0")/envtest"
+major=${version%%.*} rest=${version#*.} minor=${rest%%.*}
+ldflags="-X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+key=$( { cat go.mod go.sum ../envtest.sh; go version; } | sha256sum | cut -c1-32)
+if [[ -x $dir/kube-apiserver && -x $dir/etcd && "$(cat "$dir/.inputs" 2>/dev/null)" == "$key" ]]; then
+	exit 0
+fi
+mkdir -p "$dir"
+echo "building kube-apiserver v$version and etcd into $dir (a few minutes the first time)" >&2
+go build -ldflags "$ldflags" -o "$dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+go build -o "$dir/etcd.tmp" go.etcd.io/etcd/server/v3
+mv "$dir/kube-apiserver.tmp" "$dir/kube-apiserver"
+mv "$dir/etcd.tmp" "$dir/etcd"
+echo "$key" >"$dir/.inputs"
