@@ -1,0 +1,121 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Kind classifies a driver error.
+type Kind int
+
+const (
+	// KindUnavailable: the API server could not be reached or did not
+	// answer in time; the state is unknown.
+	KindUnavailable Kind = iota + 1
+	// KindNotFound: the sandbox does not exist.
+	KindNotFound
+	// KindAlreadyExists: a sandbox with that name exists.
+	KindAlreadyExists
+	// KindConflict: the sandbox kept changing under the operation.
+	KindConflict
+	// KindPrecondition: the sandbox is not the one the operation was for
+	// (its uid changed), or not in a state the operation accepts.
+	KindPrecondition
+	// KindInvalidArgument: bad input; nothing was sent.
+	KindInvalidArgument
+	// KindInternal: anything else the API server answered.
+	KindInternal
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindUnavailable:
+		return "unavailable"
+	case KindNotFound:
+		return "not found"
+	case KindAlreadyExists:
+		return "already exists"
+	case KindConflict:
+		return "conflict"
+	case KindPrecondition:
+		return "precondition failed"
+	case KindInvalidArgument:
+		return "invalid argument"
+	case KindInternal:
+		return "internal"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Error is the error of a driver operation. Unwrap returns the cause, so
+// errors.Is and errors.As see the whole chain down to the transport.
+type Error struct {
+	Op        string
+	Namespace string
+	Name      string
+	Kind      Kind
+	Err       error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "driver: %s sandbox", e.Op)
+	if e.Namespace != "" || e.Name != "" {
+		fmt.Fprintf(&b, " %s/%s", e.Namespace, e.Name)
+	}
+	fmt.Fprintf(&b, ": %s", e.Kind)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf returns the Kind of a driver error, or 0 if err is not one.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return 0
+}
+
+func invalid(op, ns, name, format string, args ...any) *Error {
+	return &Error{Op: op, Namespace: ns, Name: name, Kind: KindInvalidArgument, Err: fmt.Errorf(format, args...)}
+}
+
+// wrap turns an error from client-go into an *Error, keeping it whole.
+func wrap(op, ns, name string, err error) *Error {
+	var de *Error
+	if errors.As(err, &de) {
+		return de
+	}
+	return &Error{Op: op, Namespace: ns, Name: name, Kind: kindFor(err), Err: err}
+}
+
+func kindFor(err error) Kind {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		// No answer from the API server: a transport error, a timeout or a
+		// cancelled context. The state is unknown.
+		return KindUnavailable
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return KindNotFound
+	case apierrors.IsAlreadyExists(err):
+		return KindAlreadyExists
+	case apierrors.IsConflict(err):
+		return KindConflict
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return KindInvalidArgument
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsServiceUnavailable(err), apierrors.IsTooManyRequests(err):
+		return KindUnavailable
+	}
+	return KindInternal
+}

@@ -1,0 +1,273 @@
+package driver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/retry"
+)
+
+// logs keeps every log line.
+type logs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logs) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		l.lines = append(l.lines, args)
+		l.mu.Unlock()
+	}, funcr.Options{Verbosity: 1})
+}
+
+func (l *logs) count(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+const staleWarning = "namespace workload fence generation changed; suspending stale boundary"
+
+func newDriver(t testing.TB, a *apiServer, l *logs, opts ...driver.Option) *driver.Driver {
+	t.Helper()
+	base := []driver.Option{
+		driver.WithAdapterOptions(kubeadapter.WithTimeout(2*time.Second), kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 }))),
+	}
+	if l != nil {
+		base = append(base, driver.WithLogger(l.logger()))
+	}
+	d, err := driver.New(a.config(), "gw", []string{"team-a", "team-b"}, append(base, opts...)...)
+	require.NoError(t, err)
+	return d
+}
+
+// fixture: both namespaces' fences are at generation 2; every sandbox was
+// admitted under generation 1.
+func staleFixture(t *testing.T, version string, running bool) *apiServer {
+	a := newAPIServer(t, version)
+	a.addFence("team-a", "fence-a", 2)
+	a.addFence("team-b", "fence-b", 2)
+	for i := 0; i < 4; i++ {
+		a.addSandbox("team-a", fmt.Sprintf("sb-%d", i), running, "fence-a", 1)
+	}
+	a.addSandbox("team-b", "sb-x", running, "fence-b", 1)
+	return a
+}
+
+// TestStaleFenceSuspendedConverges is the field report's regression test:
+// suspended sandboxes whose recorded fence generation is stale go through
+// passes without a single write and without a warning.
+func TestStaleFenceSuspendedConverges(t *testing.T) {
+	for _, version := range []string{"v1beta1", "v1alpha1"} {
+		t.Run(version, func(t *testing.T) {
+			a := staleFixture(t, version, false)
+			var l logs
+			var passes []driver.PassStats
+			r := driver.NewReconciler(newDriver(t, a, &l), driver.WithObserver(func(s driver.PassStats) { passes = append(passes, s) }))
+			for i := 0; i < 3; i++ {
+				stats, err := r.Pass(context.Background())
+				require.NoError(t, err)
+				assert.Equal(t, 5, stats.Seen)
+				assert.Zero(t, stats.Actions)
+				assert.Zero(t, stats.Warnings)
+			}
+			assert.Zero(t, a.mutations(), "no PATCH, POST or DELETE")
+			assert.Zero(t, l.count(staleWarning))
+			assert.Zero(t, a.count("GET get"), "a pass lists; it GETs only what it changes")
+			assert.Equal(t, 6, a.count("GET list"), "one list per namespace per pass")
+			assert.Len(t, passes, 3)
+			probes := 1 // v1beta1 served
+			if version == "v1alpha1" {
+				probes = 2 // v1beta1 404, then v1alpha1
+			}
+			assert.Equal(t, probes, a.count("GET probe"), "the version is probed once, not per pass")
+		})
+	}
+}
+
+// TestStaleFenceRunningSuspendedOnce: the same fixture with running
+// sandboxes yields one suspension patch and one warning and one Event per
+// sandbox, then converges.
+func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
+	for _, version := range []string{"v1beta1", "v1alpha1"} {
+		t.Run(version, func(t *testing.T) {
+			a := staleFixture(t, version, true)
+			var l logs
+			r := driver.NewReconciler(newDriver(t, a, &l))
+			stats, err := r.Pass(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, driver.PassStats{Seen: 5, Actions: 5, Warnings: 5, Duration: stats.Duration}, stats)
+			assert.Equal(t, 5, a.count("PATCH patch"))
+			assert.Equal(t, 5, a.count("POST event"))
+			assert.Equal(t, 5, l.count(staleWarning))
+			for _, name := range []string{"team-a/sb-0", "team-b/sb-x"} {
+				ns, n, _ := strings.Cut(name, "/")
+				spec := a.sandbox(ns, n)["spec"].(map[string]any)
+				if version == "v1alpha1" {
+					assert.EqualValues(t, 0, spec["replicas"])
+				} else {
+					assert.Equal(t, "Suspended", spec["operatingMode"])
+				}
+			}
+
+			for i := 0; i < 3; i++ {
+				stats, err := r.Pass(context.Background())
+				require.NoError(t, err)
+				assert.Zero(t, stats.Actions)
+				assert.Zero(t, stats.Warnings)
+			}
+			assert.Equal(t, 10, a.mutations(), "converged: nothing after the first pass")
+			assert.Equal(t, 5, l.count(staleWarning), "one warning per transition")
+		})
+	}
+}
+
+// TestUnknownIsNotAbsent: when the API server fails the LIST, the fence
+// read, or times out, nothing is suspended; the next pass recovers.
+func TestUnknownIsNotAbsent(t *testing.T) {
+	tests := []struct {
+		name string
+		kind driver.Kind
+		fail func(w http.ResponseWriter, r *http.Request) bool
+	}{
+		{"list fails", driver.KindInternal, func(w http.ResponseWriter, r *http.Request) bool {
+			if strings.HasSuffix(r.URL.Path, "/sandboxes") {
+				status(w, 500, "InternalError", "etcdserver: request timed out")
+				return true
+			}
+			return false
+		}},
+		{"fence read fails", driver.KindUnavailable, func(w http.ResponseWriter, r *http.Request) bool {
+			if strings.Contains(r.URL.Path, "networkpolicies") {
+				status(w, 503, "ServiceUnavailable", "apiserver is shutting down")
+				return true
+			}
+			return false
+		}},
+		{"list times out", driver.KindUnavailable, func(w http.ResponseWriter, r *http.Request) bool {
+			if strings.HasSuffix(r.URL.Path, "/sandboxes") {
+				<-r.Context().Done()
+				return true
+			}
+			return false
+		}},
+		{"fence read dies on the connection", driver.KindUnavailable, func(w http.ResponseWriter, r *http.Request) bool {
+			if strings.Contains(r.URL.Path, "networkpolicies") {
+				// Hijack and close: a transport error, not an answer.
+				c, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					_ = c.Close()
+				}
+				return true
+			}
+			return false
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := staleFixture(t, "v1beta1", true)
+			var l logs
+			r := driver.NewReconciler(newDriver(t, a, &l, driver.WithAdapterOptions(kubeadapter.WithTimeout(300*time.Millisecond))))
+			a.mu.Lock()
+			a.fail = tt.fail
+			a.mu.Unlock()
+			stats, err := r.Pass(context.Background())
+			require.Error(t, err)
+			assert.Equal(t, 2, stats.Errors, "both namespaces failed")
+			assert.Zero(t, stats.Actions)
+			assert.Zero(t, a.mutations(), "nothing is suspended on unknown state")
+			assert.Equal(t, tt.kind, driver.KindOf(err), "%v", err)
+
+			a.mu.Lock()
+			a.fail = nil
+			a.mu.Unlock()
+			stats, err = r.Pass(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, 5, stats.Actions, "the next pass recovers")
+		})
+	}
+}
+
+// TestConflictRedecides: a sandbox suspended by someone else between the
+// list and the patch gets a 409; the reconciler reads it again, sees it
+// converged and sends nothing more.
+func TestConflictRedecides(t *testing.T) {
+	a := staleFixture(t, "v1beta1", true)
+	r := driver.NewReconciler(newDriver(t, a, nil))
+	var once sync.Once
+	a.mu.Lock()
+	a.fail = func(w http.ResponseWriter, req *http.Request) bool {
+		if req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/sb-0") {
+			once.Do(func() {
+				// Someone else suspends sb-0 first.
+				a.mu.Lock()
+				obj := a.sandboxes["team-a/sb-0"]
+				obj["spec"].(map[string]any)["operatingMode"] = "Suspended"
+				obj["metadata"].(map[string]any)["resourceVersion"] = a.nextRV()
+				a.mu.Unlock()
+			})
+		}
+		return false
+	}
+	a.mu.Unlock()
+	stats, err := r.Pass(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 4, stats.Actions, "sb-0 converged under the reconciler's feet")
+	assert.Equal(t, 1, a.count("GET get"), "only the conflicting sandbox was read again")
+	assert.Equal(t, 5, a.count("PATCH patch"), "four patches and one 409")
+}
+
+// TestListPaginates: a pass reads every page.
+func TestListPaginates(t *testing.T) {
+	a := staleFixture(t, "v1beta1", false)
+	d := newDriver(t, a, nil, driver.WithPageSize(2))
+	stats, err := driver.NewReconciler(d).Pass(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 5, stats.Seen)
+	assert.Equal(t, 2+1, a.count("GET list"), "team-a's four in pages of 2, team-b's one in one")
+}
+
+func TestRunJitters(t *testing.T) {
+	a := staleFixture(t, "v1beta1", false)
+	var mu sync.Mutex
+	var at []time.Time
+	r := driver.NewReconciler(newDriver(t, a, nil), driver.WithPeriod(time.Second), driver.WithJitter(0.2), driver.WithObserver(func(driver.PassStats) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := r.Run(ctx)
+	assert.True(t, errors.Is(err, context.DeadlineExceeded))
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, len(at), 3)
+	assert.Less(t, at[0].Sub(start), 500*time.Millisecond, "the first pass runs at start")
+	for i := 1; i < len(at); i++ {
+		gap := at[i].Sub(at[i-1])
+		assert.GreaterOrEqual(t, gap, 750*time.Millisecond)
+		assert.LessOrEqual(t, gap, 1300*time.Millisecond)
+	}
+}
