@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/goleak"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
@@ -129,8 +130,23 @@ func status(w http.ResponseWriter, code int, reason, msg string) {
 	writeJSON(w, code, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "message": msg, "code": code})
 }
 
+// bodies keeps the last request body, for fail hooks.
+var lastBody sync.Map
+
+func readBody(r *http.Request) string {
+	v, _ := lastBody.Load(r)
+	s, _ := v.(string)
+	return s
+}
+
+func runMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
 func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	lastBody.Store(r, string(body))
+	defer lastBody.Delete(r)
 	a.mu.Lock()
 	fail := a.fail
 	a.mu.Unlock()

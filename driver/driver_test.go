@@ -1,0 +1,177 @@
+package driver_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/pooltrace"
+)
+
+func TestMain(m *testing.M) {
+	runMain(m)
+}
+
+func TestInvalidInputSendsNothing(t *testing.T) {
+	a := newAPIServer(t, "v1beta1")
+	d := newDriver(t, a, nil)
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		call    func() error
+		wantMsg string
+	}{
+		{"empty name", func() error { _, err := d.Get(ctx, "team-a", ""); return err }, "empty sandbox name"},
+		{"not a DNS label", func() error { _, err := d.Stop(ctx, "team-a", "Bad_Name"); return err }, `sandbox name "Bad_Name" is not a DNS label`},
+		{"dotted name", func() error { _, err := d.Start(ctx, "team-a", "a.b"); return err }, `sandbox name "a.b" is not a DNS label`},
+		{"unknown namespace", func() error { return d.Delete(ctx, "kube-system", "sb") }, `unknown namespace "kube-system"`},
+		{"unknown namespace on create", func() error {
+			_, err := d.Create(ctx, "other", "sb", driver.CreateSpec{})
+			return err
+		}, `unknown namespace "other"`},
+		{"unknown namespace on list", func() error { _, err := d.List(ctx, "other"); return err }, `unknown namespace "other"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			require.Error(t, err)
+			assert.Equal(t, driver.KindInvalidArgument, driver.KindOf(err))
+			assert.Contains(t, err.Error(), tt.wantMsg)
+		})
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	assert.Empty(t, a.requests, "invalid input reached the API server")
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
+	_, err := driver.New(cfg, "", []string{"a"})
+	assert.EqualError(t, err, `driver: gateway "" is not a valid label value`)
+	_, err = driver.New(cfg, "gw", nil)
+	assert.EqualError(t, err, "driver: namespaces must not be empty")
+	_, err = driver.New(cfg, "gw", []string{"Team_A"})
+	assert.EqualError(t, err, `driver: namespace "Team_A" is not a valid namespace name`)
+	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithPageSize(0))
+	assert.EqualError(t, err, "driver: WithPageSize must be positive, got 0")
+	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(0)))
+	assert.EqualError(t, err, "kubeadapter: WithTimeout must be positive, got 0s")
+	_, err = driver.New(nil, "gw", []string{"a"})
+	assert.Error(t, err)
+}
+
+func TestStopIsANoOpWhenStopped(t *testing.T) {
+	a := staleFixture(t, "v1beta1", false)
+	d := newDriver(t, a, nil)
+	s, err := d.Stop(context.Background(), "team-a", "sb-0")
+	require.NoError(t, err)
+	assert.Equal(t, driver.PhaseStopped, s.Phase)
+	assert.Zero(t, a.mutations(), "a patch that would change nothing is not sent")
+}
+
+func TestStartRecordsCurrentFence(t *testing.T) {
+	a := staleFixture(t, "v1beta1", false)
+	d := newDriver(t, a, nil)
+	s, err := d.Start(context.Background(), "team-a", "sb-1")
+	require.NoError(t, err)
+	assert.True(t, s.Running)
+	assert.Equal(t, driver.Fence{UID: "fence-a", Generation: 2}, s.Fence)
+	assert.False(t, s.BootstrapStarted.IsZero())
+	assert.Equal(t, 1, a.count("PATCH patch"))
+
+	// Started under the current fence: the reconciler leaves it alone.
+	stats, err := driver.NewReconciler(d).Pass(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, stats.Actions)
+}
+
+func TestGetNotOwned(t *testing.T) {
+	a := staleFixture(t, "v1beta1", true)
+	a.mu.Lock()
+	a.sandboxes["team-a/sb-0"]["metadata"].(map[string]any)["labels"] = map[string]any{driver.LabelGateway: "other"}
+	a.mu.Unlock()
+	d := newDriver(t, a, nil)
+	_, err := d.Stop(context.Background(), "team-a", "sb-0")
+	require.Error(t, err)
+	assert.Equal(t, driver.KindPrecondition, driver.KindOf(err))
+	assert.Zero(t, a.mutations(), "a sandbox of another gateway is not touched")
+}
+
+func TestGetNotFound(t *testing.T) {
+	a := staleFixture(t, "v1beta1", true)
+	d := newDriver(t, a, nil)
+	_, err := d.Get(context.Background(), "team-a", "missing")
+	assert.Equal(t, driver.KindNotFound, driver.KindOf(err))
+	assert.Contains(t, err.Error(), "driver: get sandbox team-a/missing: not found")
+}
+
+// TestErrorKeepsChain: a timeout keeps context.DeadlineExceeded, the
+// kubewire timeout error and the connection facts in the driver's error.
+func TestErrorKeepsChain(t *testing.T) {
+	a := staleFixture(t, "v1beta1", true)
+	var attempts atomic.Int32
+	d := newDriver(t, a, nil, driver.WithAdapterOptions(
+		kubeadapter.WithTimeout(200*time.Millisecond),
+		kubeadapter.WithObserver(func(pooltrace.Attempt) { attempts.Add(1) }),
+	))
+	_, err := d.Get(context.Background(), "team-a", "sb-0") // warm the pool
+	require.NoError(t, err)
+	a.mu.Lock()
+	a.fail = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodPatch {
+			<-r.Context().Done()
+			return true
+		}
+		return false
+	}
+	a.mu.Unlock()
+	_, err = d.Stop(context.Background(), "team-a", "sb-0")
+	require.Error(t, err)
+	assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
+	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, "driver: stop sandbox team-a/sb-0: unavailable: "), msg)
+	assert.Contains(t, msg, "on connection reused after")
+	assert.Contains(t, msg, "request budget 200ms exceeded")
+	assert.Contains(t, msg, "retry: PATCH failed after 3 attempts", "stop is marked idempotent, so its patch was retried")
+}
+
+// TestDeleteGoneIsSuccess: the first DELETE runs but its answer is lost;
+// the retried DELETE finds the sandbox gone, which is success.
+func TestDeleteGoneIsSuccess(t *testing.T) {
+	a := staleFixture(t, "v1beta1", true)
+	d := newDriver(t, a, nil)
+	var deletes atomic.Int32
+	a.mu.Lock()
+	a.fail = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodDelete {
+			return false
+		}
+		assert.Contains(t, r.Header.Get("Content-Type")+readBody(r), "uid-sb-0", "the delete carries a uid precondition")
+		if deletes.Add(1) == 1 {
+			a.mu.Lock()
+			delete(a.sandboxes, "team-a/sb-0")
+			a.mu.Unlock()
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = c.Close() // executed, answer lost
+			}
+			return true
+		}
+		status(w, 404, "NotFound", "sandboxes not found")
+		return true
+	}
+	a.mu.Unlock()
+	require.NoError(t, d.Delete(context.Background(), "team-a", "sb-0"))
+	assert.EqualValues(t, 2, deletes.Load(), "the marked delete was retried")
+}
