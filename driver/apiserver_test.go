@@ -2,6 +2,9 @@ package driver_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +15,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/kubewire/kubewire/internal/kubetest"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
@@ -139,8 +144,19 @@ func readBody(r *http.Request) string {
 	return s
 }
 
+var env *kubetest.Env
+
 func runMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	env = kubetest.Start(filepath.Join("crd"))
+	code := m.Run()
+	env.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
