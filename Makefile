@@ -27,6 +27,7 @@ bench: envtest
 	hack/benchratio.sh ./bench Bare Stack 10
 	hack/benchratio.sh ./bench RetryBaseline Retry 10
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) hack/benchratio.sh ./kubeadapter ClientGoBare ClientGoApplied 10
+	$(GO) test -run '^$$' -bench Pass -benchtime 5x -benchmem ./driver
 
 fmt:
 	gofmt -w .

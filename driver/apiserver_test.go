@@ -55,6 +55,17 @@ func (a *apiServer) count(key string) int {
 	return a.requests[key]
 }
 
+// total counts every request.
+func (a *apiServer) total() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, v := range a.requests {
+		n += v
+	}
+	return n
+}
+
 // mutations counts PATCH, POST, PUT and DELETE requests.
 func (a *apiServer) mutations() int {
 	a.mu.Lock()

@@ -3,48 +3,17 @@ package driver_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/internal/kubetest"
 )
-
-var sandboxGVR = schema.GroupVersionResource{Group: driver.Group, Version: "v1beta1", Resource: "sandboxes"}
-
-// controller stands in for the agent-sandbox controller: it sets the
-// conditions a real one would for the sandbox's intent.
-func controller(t *testing.T, cfg *rest.Config, ns, name string) {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	ctx := context.Background()
-	u, err := dyn.Resource(sandboxGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	require.NoError(t, err)
-	mode, _, _ := unstructured.NestedString(u.Object, "spec", "operatingMode")
-	gen := u.GetGeneration()
-	var conds []any
-	if mode == "Suspended" {
-		conds = []any{
-			map[string]any{"type": "Ready", "status": "False", "reason": "SandboxSuspended", "observedGeneration": gen, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339), "message": ""},
-			map[string]any{"type": "Suspended", "status": "True", "reason": "Suspended", "observedGeneration": gen, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339), "message": ""},
-		}
-	} else {
-		conds = []any{map[string]any{"type": "Ready", "status": "True", "reason": "Ready", "observedGeneration": gen, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339), "message": ""}}
-	}
-	u.Object["status"] = map[string]any{"conditions": conds}
-	_, err = dyn.Resource(sandboxGVR).Namespace(ns).UpdateStatus(ctx, u, metav1.UpdateOptions{})
-	require.NoError(t, err)
-}
 
 // TestFenceOnAPIServer: on a real API server, a change to the fence
 // policy's spec bumps its generation; the next pass suspends the running
@@ -73,10 +42,10 @@ func TestFenceOnAPIServer(t *testing.T) {
 	_, err = d.Create(ctx, ns, "running", driver.CreateSpec{})
 	assert.Equal(t, driver.KindAlreadyExists, driver.KindOf(err))
 
-	controller(t, cfg, ns, "running")
+	kubetest.Controller(t, cfg, ns, "running")
 	_, err = d.Stop(ctx, ns, "stopped")
 	require.NoError(t, err)
-	controller(t, cfg, ns, "stopped")
+	kubetest.Controller(t, cfg, ns, "stopped")
 
 	got, err := d.Get(ctx, ns, "running")
 	require.NoError(t, err)

@@ -1,0 +1,176 @@
+// Command gateway is a small HTTP JSON API over the kubewire sandbox
+// driver, with the driver's reconciler running beside it. Copy it as the
+// start of a gateway.
+//
+//	go run ./examples/gateway -kubeconfig ~/.kube/config -namespace team-a -gateway gw-1
+//
+// Routes:
+//
+//	GET    /v1/namespaces/{ns}/sandboxes               list
+//	POST   /v1/namespaces/{ns}/sandboxes               create: {"name": "...", "podTemplate": {...}}
+//	GET    /v1/namespaces/{ns}/sandboxes/{name}        get
+//	POST   /v1/namespaces/{ns}/sandboxes/{name}/stop   stop
+//	POST   /v1/namespaces/{ns}/sandboxes/{name}/start  start
+//	DELETE /v1/namespaces/{ns}/sandboxes/{name}        delete
+//
+// An error answers with the HTTP status of the driver error's kind and a
+// body {"kind": "...", "error": "..."} whose error is the whole chain.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubewire/kubewire/driver"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, then ~/.kube/config)")
+	listen := fs.String("listen", "127.0.0.1:8080", "address to serve the API on")
+	gateway := fs.String("gateway", "gateway", "this gateway's name, a label value")
+	namespaces := fs.String("namespace", "default", "comma-separated namespaces the gateway manages")
+	period := fs.Duration("period", driver.DefaultPeriod, "reconcile period (jittered)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := logr.FromSlogHandler(slog.NewTextHandler(stderr, nil))
+
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway: loading kubeconfig: %v\n", err)
+		return 1
+	}
+	d, err := driver.New(cfg, *gateway, strings.Split(*namespaces, ","), driver.WithLogger(log))
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway: %v\n", err)
+		return 2
+	}
+	srv := &http.Server{Addr: *listen, Handler: newHandler(d), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		_ = driver.NewReconciler(d, driver.WithPeriod(*period)).Run(ctx)
+	}()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	log.Info("serving", "addr", *listen, "namespaces", d.Namespaces())
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "gateway: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// sandbox is the JSON view of a driver.Sandbox.
+type sandbox struct {
+	Namespace       string `json:"namespace"`
+	Name            string `json:"name"`
+	UID             string `json:"uid"`
+	ResourceVersion string `json:"resourceVersion"`
+	Phase           string `json:"phase"`
+	Running         bool   `json:"running"`
+	FenceUID        string `json:"fenceUID,omitempty"`
+	FenceGeneration int64  `json:"fenceGeneration,omitempty"`
+}
+
+func view(s driver.Sandbox) sandbox {
+	return sandbox{
+		Namespace: s.Namespace, Name: s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
+		Phase: string(s.Phase), Running: s.Running, FenceUID: string(s.Fence.UID), FenceGeneration: s.Fence.Generation,
+	}
+}
+
+func newHandler(d *driver.Driver) http.Handler {
+	mux := http.NewServeMux()
+	one := func(f func(context.Context, string, string) (driver.Sandbox, error)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			s, err := f(r.Context(), r.PathValue("ns"), r.PathValue("name"))
+			respond(w, http.StatusOK, view(s), err)
+		}
+	}
+	mux.HandleFunc("GET /v1/namespaces/{ns}/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+		list, err := d.List(r.Context(), r.PathValue("ns"))
+		out := make([]sandbox, 0, len(list))
+		for _, s := range list {
+			out = append(out, view(s))
+		}
+		respond(w, http.StatusOK, out, err)
+	})
+	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Name        string         `json:"name"`
+			PodTemplate map[string]any `json:"podTemplate"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+			respond(w, 0, nil, &driver.Error{Op: "create", Namespace: r.PathValue("ns"), Kind: driver.KindInvalidArgument, Err: fmt.Errorf("request body: %w", err)})
+			return
+		}
+		s, err := d.Create(r.Context(), r.PathValue("ns"), req.Name, driver.CreateSpec{PodTemplate: req.PodTemplate})
+		respond(w, http.StatusCreated, view(s), err)
+	})
+	mux.HandleFunc("GET /v1/namespaces/{ns}/sandboxes/{name}", one(d.Get))
+	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes/{name}/stop", one(d.Stop))
+	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes/{name}/start", one(d.Start))
+	mux.HandleFunc("DELETE /v1/namespaces/{ns}/sandboxes/{name}", func(w http.ResponseWriter, r *http.Request) {
+		err := d.Delete(r.Context(), r.PathValue("ns"), r.PathValue("name"))
+		respond(w, http.StatusNoContent, nil, err)
+	})
+	return mux
+}
+
+// statusFor maps a driver error's kind to an HTTP status.
+func statusFor(k driver.Kind) int {
+	switch k {
+	case driver.KindNotFound:
+		return http.StatusNotFound
+	case driver.KindAlreadyExists, driver.KindConflict:
+		return http.StatusConflict
+	case driver.KindPrecondition:
+		return http.StatusPreconditionFailed
+	case driver.KindInvalidArgument:
+		return http.StatusBadRequest
+	case driver.KindUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func respond(w http.ResponseWriter, code int, body any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		kind := driver.KindOf(err)
+		w.WriteHeader(statusFor(kind))
+		_ = json.NewEncoder(w).Encode(map[string]string{"kind": kind.String(), "error": err.Error()})
+		return
+	}
+	w.WriteHeader(code)
+	if body != nil {
+		_ = json.NewEncoder(w).Encode(body)
+	}
+}

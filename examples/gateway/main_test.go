@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/kubeadapter"
+)
+
+var env *kubetest.Env
+
+func TestMain(m *testing.M) {
+	env = kubetest.Start(filepath.Join("..", "..", "driver", "crd"))
+	code := m.Run()
+	env.Stop()
+	os.Exit(code)
+}
+
+type client struct {
+	t   *testing.T
+	url string
+}
+
+func (c client) do(method, path, body string) (int, map[string]any) {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.url+path, strings.NewReader(body))
+	require.NoError(c.t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(c.t, err)
+	var out map[string]any
+	if len(b) > 0 && b[0] == '{' {
+		require.NoError(c.t, json.Unmarshal(b, &out), string(b))
+	}
+	return resp.StatusCode, out
+}
+
+// TestGatewayEndToEnd drives the gateway's API against a real API server:
+// create, stop (a stand-in controller reports the conditions), start,
+// delete, and errors that carry their kind and their whole chain.
+func TestGatewayEndToEnd(t *testing.T) {
+	cfg := env.Config(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	d, err := driver.New(cfg, "gw-e2e", []string{ns.Name})
+	require.NoError(t, err)
+	srv := httptest.NewServer(newHandler(d))
+	defer srv.Close()
+	c := client{t, srv.URL}
+	base := "/v1/namespaces/" + ns.Name + "/sandboxes"
+
+	code, body := c.do(http.MethodPost, base, `{"name":"alpha"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	assert.Equal(t, "Starting", body["phase"])
+	assert.Equal(t, true, body["running"])
+
+	kubetest.Controller(t, cfg, ns.Name, "alpha")
+	code, body = c.do(http.MethodGet, base+"/alpha", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "Ready", body["phase"])
+
+	code, body = c.do(http.MethodPost, base+"/alpha/stop", "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, false, body["running"])
+	kubetest.Controller(t, cfg, ns.Name, "alpha")
+	code, body = c.do(http.MethodGet, base+"/alpha", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "Stopped", body["phase"])
+
+	code, body = c.do(http.MethodPost, base+"/alpha/start", "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, true, body["running"])
+	assert.Equal(t, "Starting", body["phase"])
+
+	code, _ = c.do(http.MethodGet, base, "")
+	require.Equal(t, http.StatusOK, code)
+
+	code, _ = c.do(http.MethodDelete, base+"/alpha", "")
+	require.Equal(t, http.StatusNoContent, code)
+
+	code, body = c.do(http.MethodGet, base+"/alpha", "")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Equal(t, "not found", body["kind"])
+	assert.Contains(t, body["error"], fmt.Sprintf("driver: get sandbox %s/alpha: not found: sandboxes.agents.x-k8s.io \"alpha\" not found", ns.Name))
+
+	code, body = c.do(http.MethodPost, base, `{"name":"Not_A_Label"}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "invalid argument", body["kind"])
+
+	code, body = c.do(http.MethodPost, base, `{"name":`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body["error"], "request body")
+
+	code, body = c.do(http.MethodGet, "/v1/namespaces/elsewhere/sandboxes", "")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body["error"], `unknown namespace "elsewhere"`)
+}
+
+// TestGatewayUnavailable: an API server that cannot be reached gives 503
+// with the whole chain, down to the connection and the refused dial.
+func TestGatewayUnavailable(t *testing.T) {
+	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
+	d, err := driver.New(cfg, "gw", []string{"team-a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(time.Second)))
+	require.NoError(t, err)
+	srv := httptest.NewServer(newHandler(d))
+	defer srv.Close()
+	code, body := client{t, srv.URL}.do(http.MethodPost, "/v1/namespaces/team-a/sandboxes/alpha/stop", "")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, "unavailable", body["kind"])
+	msg, _ := body["error"].(string)
+	for _, want := range []string{"driver: stop sandbox team-a/alpha: unavailable", "retry: GET failed after 3 attempts", "before a connection was established", "connection refused"} {
+		assert.Contains(t, msg, want)
+	}
+}
+
+func TestRunBadFlags(t *testing.T) {
+	var errOut strings.Builder
+	assert.Equal(t, 2, run(context.Background(), []string{"-nope"}, &errOut))
+	errOut.Reset()
+	assert.Equal(t, 2, run(context.Background(), []string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-namespace", "Bad_NS"}, &errOut))
+	assert.Contains(t, errOut.String(), `driver: namespace "Bad_NS" is not a valid namespace name`)
+}
