@@ -10,10 +10,10 @@ import (
 // BenchmarkRetryBaseline is the bare pooled transport, for BenchmarkRetry.
 func BenchmarkRetryBaseline(b *testing.B) {
 	for _, s := range servers(b) {
-		b.Run(s.name, func(b *testing.B) {
+		b.Run(s.Name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				roundTrip(b, s.base, context.Background(), s.url)
+				roundTrip(b, s.Base, context.Background(), s.URL)
 			}
 		})
 	}
@@ -23,11 +23,11 @@ func BenchmarkRetryBaseline(b *testing.B) {
 // that succeed: the cost every request pays for retries it does not need.
 func BenchmarkRetry(b *testing.B) {
 	for _, s := range servers(b) {
-		b.Run(s.name, func(b *testing.B) {
-			rt := retry.New()(s.base)
+		b.Run(s.Name, func(b *testing.B) {
+			rt := retry.New()(s.Base)
 			b.ReportAllocs()
 			for b.Loop() {
-				roundTrip(b, rt, context.Background(), s.url)
+				roundTrip(b, rt, context.Background(), s.URL)
 			}
 		})
 	}

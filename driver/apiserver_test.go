@@ -3,11 +3,11 @@ package driver_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubewire/kubewire/internal/contract"
 	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
@@ -60,28 +61,9 @@ func (l *logs) count(msg string) int {
 	return strings.Count(l.all(), `"msg"="`+msg+`"`)
 }
 
-type target struct {
-	name string
-	url  string
-	base *http.Transport
-	h2   bool
-}
-
-func targets(t *testing.T, h http.HandlerFunc) []target {
+func targets(t *testing.T, h http.HandlerFunc) []testserver.Server {
 	t.Helper()
-	h1 := httptest.NewServer(h)
-	t.Cleanup(h1.Close)
-	h2 := httptest.NewUnstartedServer(h)
-	h2.EnableHTTP2 = true
-	h2.StartTLS()
-	t.Cleanup(h2.Close)
-	b1, err := transport.New()
-	require.NoError(t, err)
-	b2, err := transport.New(transport.WithTLSConfig(h2.Client().Transport.(*http.Transport).TLSClientConfig))
-	require.NoError(t, err)
-	t.Cleanup(b1.CloseIdleConnections)
-	t.Cleanup(b2.CloseIdleConnections)
-	return []target{{"HTTP/1.1", h1.URL, b1, false}, {"HTTP/2", h2.URL, b2, true}}
+	return testserver.Pair(t, h)
 }
 
 func do(t *testing.T, rt http.RoundTripper, method, u string, hdr http.Header) (int, error) {
@@ -102,19 +84,19 @@ func do(t *testing.T, rt http.RoundTripper, method, u string, hdr http.Header) (
 
 func TestAttemptFacts(t *testing.T) {
 	for _, tg := range targets(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }) {
-		t.Run(tg.name, func(t *testing.T) {
+		t.Run(tg.Name, func(t *testing.T) {
 			var mu sync.Mutex
 			var got []pooltrace.Attempt
 			rt := pooltrace.New(pooltrace.WithObserver(func(a pooltrace.Attempt) {
 				mu.Lock()
 				got = append(got, a)
 				mu.Unlock()
-			}))(tg.base)
+			}))(tg.Base)
 
-			_, err := do(t, rt, http.MethodGet, tg.url+"/api/v1/namespaces?limit=5", nil)
+			_, err := do(t, rt, http.MethodGet, tg.URL+"/api/v1/namespaces?limit=5", nil)
 			require.NoError(t, err)
 			time.Sleep(200 * time.Millisecond) // let the connection sit idle
-			_, err = do(t, rt, http.MethodGet, tg.url+"/api/v1/namespaces?limit=5", nil)
+			_, err = do(t, rt, http.MethodGet, tg.URL+"/api/v1/namespaces?limit=5", nil)
 			require.NoError(t, err)
 
 			mu.Lock()
@@ -122,7 +104,7 @@ func TestAttemptFacts(t *testing.T) {
 			require.Len(t, got, 2, "one observation per attempt")
 			first, second := got[0], got[1]
 			wantProto := "HTTP/1.1"
-			if tg.h2 {
+			if tg.HTTP2 {
 				wantProto = "HTTP/2.0"
 			}
 			for _, a := range got {
@@ -132,8 +114,8 @@ func TestAttemptFacts(t *testing.T) {
 				assert.True(t, a.HasConn)
 				assert.Equal(t, wantProto, a.Conn.Proto)
 				assert.Contains(t, a.Conn.LocalAddr.String(), "127.0.0.1:")
-				assert.Equal(t, strings.TrimPrefix(strings.TrimPrefix(tg.url, "http://"), "https://"), a.Conn.RemoteAddr.String())
-				if !tg.h2 {
+				assert.Equal(t, strings.TrimPrefix(strings.TrimPrefix(tg.URL, "http://"), "https://"), a.Conn.RemoteAddr.String())
+				if !tg.HTTP2 {
 					// x/net/http2 reports the write from its writer goroutine,
 					// which can run after the response headers arrived.
 					assert.Greater(t, a.WroteRequest, time.Duration(0))
@@ -145,7 +127,7 @@ func TestAttemptFacts(t *testing.T) {
 			}
 			assert.False(t, first.Conn.Reused)
 			assert.Greater(t, first.Dial, time.Duration(0), "a new connection is dialled")
-			if tg.h2 {
+			if tg.HTTP2 {
 				assert.Greater(t, first.TLSHandshake, time.Duration(0), "%+v", first)
 			}
 			assert.True(t, second.Conn.Reused)
@@ -261,9 +243,9 @@ func TestTimeoutThroughURLError(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	}) {
-		t.Run(tg.name, func(t *testing.T) {
-			rt := transport.Chain(pooltrace.New(), timeout.New(200*time.Millisecond))(tg.base)
-			_, err := do(t, rt, http.MethodGet, tg.url, nil)
+		t.Run(tg.Name, func(t *testing.T) {
+			rt := transport.Chain(pooltrace.New(), timeout.New(200*time.Millisecond))(tg.Base)
+			_, err := do(t, rt, http.MethodGet, tg.URL, nil)
 			var ue *url.Error
 			require.True(t, errors.As(err, &ue))
 			assert.True(t, ue.Timeout(), "url.Error.Timeout() must see through pooltrace.Error: %v", err)

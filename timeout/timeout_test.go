@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubewire/kubewire/internal/contract"
+	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
 )
@@ -27,30 +28,10 @@ func TestContract(t *testing.T) {
 	contract.Run(t, timeout.New(2*time.Second))
 }
 
-type server struct {
-	name string
-	url  string
-	base *http.Transport
-}
-
-// servers starts h on HTTP/1.1 and on HTTP/2 (TLS) and returns a base
-// transport for each.
-func servers(t *testing.T, h http.HandlerFunc) []server {
+// servers starts h on HTTP/1.1 and on HTTP/2 (TLS).
+func servers(t *testing.T, h http.HandlerFunc) []testserver.Server {
 	t.Helper()
-	h1 := httptest.NewServer(h)
-	t.Cleanup(h1.Close)
-	h2 := httptest.NewUnstartedServer(h)
-	h2.EnableHTTP2 = true
-	h2.StartTLS()
-	t.Cleanup(h2.Close)
-
-	b1, err := transport.New()
-	require.NoError(t, err)
-	b2, err := transport.New(transport.WithTLSConfig(h2.Client().Transport.(*http.Transport).TLSClientConfig))
-	require.NoError(t, err)
-	t.Cleanup(b1.CloseIdleConnections)
-	t.Cleanup(b2.CloseIdleConnections)
-	return []server{{"HTTP/1.1", h1.URL, b1}, {"HTTP/2", h2.URL, b2}}
+	return testserver.Pair(t, h)
 }
 
 // wait sleeps d or until the client goes away.
@@ -94,11 +75,11 @@ func TestSlowHeaders(t *testing.T) {
 			_, _ = io.WriteString(w, "late")
 		}
 	}) {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			rt := timeout.New(2 * time.Second)(s.base)
+			rt := timeout.New(2 * time.Second)(s.Base)
 			start := time.Now()
-			resp, err := get(context.Background(), rt, s.url)
+			resp, err := get(context.Background(), rt, s.URL)
 			elapsed := time.Since(start)
 			assert.Nil(t, resp)
 			requireTimeout(t, err, timeout.PhaseHeaders, 2*time.Second)
@@ -129,11 +110,11 @@ func trickle(w http.ResponseWriter, r *http.Request) {
 func TestSlowBody(t *testing.T) {
 	t.Parallel()
 	for _, s := range servers(t, trickle) {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			rt := timeout.New(2 * time.Second)(s.base)
+			rt := timeout.New(2 * time.Second)(s.Base)
 			start := time.Now()
-			resp, err := get(context.Background(), rt, s.url)
+			resp, err := get(context.Background(), rt, s.URL)
 			require.NoError(t, err)
 			defer resp.Body.Close()
 			n, err := io.Copy(io.Discard, resp.Body)
@@ -171,11 +152,11 @@ func TestLongRunningNotCut(t *testing.T) {
 	}
 	for _, s := range servers(t, stream(15)) {
 		for _, p := range paths {
-			t.Run(s.name+p, func(t *testing.T) {
+			t.Run(s.Name+p, func(t *testing.T) {
 				t.Parallel()
-				rt := timeout.New(500 * time.Millisecond)(s.base)
+				rt := timeout.New(500 * time.Millisecond)(s.Base)
 				start := time.Now()
-				resp, err := get(context.Background(), rt, s.url+p)
+				resp, err := get(context.Background(), rt, s.URL+p)
 				require.NoError(t, err)
 				defer resp.Body.Close()
 				lines := 0
@@ -196,10 +177,10 @@ func TestOrdinaryStreamIsCut(t *testing.T) {
 	// The same stream without watch=true is an ordinary request: its body
 	// is bounded by the budget.
 	for _, s := range servers(t, stream(15)) {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			rt := timeout.New(500 * time.Millisecond)(s.base)
-			resp, err := get(context.Background(), rt, s.url+"/api/v1/namespaces/ns/pods")
+			rt := timeout.New(500 * time.Millisecond)(s.Base)
+			resp, err := get(context.Background(), rt, s.URL+"/api/v1/namespaces/ns/pods")
 			require.NoError(t, err)
 			defer resp.Body.Close()
 			_, err = io.Copy(io.Discard, resp.Body)
@@ -213,11 +194,11 @@ func TestLongRunningHeadersBounded(t *testing.T) {
 	for _, s := range servers(t, func(w http.ResponseWriter, r *http.Request) {
 		wait(r, 5*time.Second)
 	}) {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			rt := timeout.New(300 * time.Millisecond)(s.base)
+			rt := timeout.New(300 * time.Millisecond)(s.Base)
 			start := time.Now()
-			_, err := get(context.Background(), rt, s.url+"/api/v1/pods?watch=true")
+			_, err := get(context.Background(), rt, s.URL+"/api/v1/pods?watch=true")
 			requireTimeout(t, err, timeout.PhaseHeaders, 300*time.Millisecond)
 			assert.Less(t, time.Since(start), 2*time.Second)
 		})
@@ -232,11 +213,11 @@ func TestStallWatchdog(t *testing.T) {
 		wait(r, 10*time.Second)
 	}
 	for _, s := range servers(t, h) {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			rt := timeout.New(200*time.Millisecond, timeout.WithStallTimeout(400*time.Millisecond))(s.base)
+			rt := timeout.New(200*time.Millisecond, timeout.WithStallTimeout(400*time.Millisecond))(s.Base)
 			start := time.Now()
-			resp, err := get(context.Background(), rt, s.url+"/api/v1/pods?watch=true")
+			resp, err := get(context.Background(), rt, s.URL+"/api/v1/pods?watch=true")
 			require.NoError(t, err)
 			defer resp.Body.Close()
 			n, err := io.Copy(io.Discard, resp.Body)
@@ -257,13 +238,13 @@ func TestCallerDeadlineWins(t *testing.T) {
 	for _, s := range servers(t, func(w http.ResponseWriter, r *http.Request) {
 		wait(r, 3*time.Second)
 	}) {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			rt := timeout.New(2 * time.Second)(s.base)
+			rt := timeout.New(2 * time.Second)(s.Base)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			start := time.Now()
-			_, err := get(ctx, rt, s.url)
+			_, err := get(ctx, rt, s.URL)
 			require.Error(t, err)
 			assert.True(t, errors.Is(err, context.DeadlineExceeded))
 			var te *timeout.Error
@@ -280,18 +261,18 @@ func TestWithBudget(t *testing.T) {
 			_, _ = io.WriteString(w, "ok")
 		}
 	}) {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
 			// A shorter budget for one call.
-			rt := timeout.New(10 * time.Second)(s.base)
+			rt := timeout.New(10 * time.Second)(s.Base)
 			start := time.Now()
-			_, err := get(timeout.WithBudget(context.Background(), 200*time.Millisecond), rt, s.url)
+			_, err := get(timeout.WithBudget(context.Background(), 200*time.Millisecond), rt, s.URL)
 			requireTimeout(t, err, timeout.PhaseHeaders, 200*time.Millisecond)
 			assert.Less(t, time.Since(start), 590*time.Millisecond)
 
 			// No budget for one call.
-			rt = timeout.New(200 * time.Millisecond)(s.base)
-			resp, err := get(timeout.WithoutBudget(context.Background()), rt, s.url)
+			rt = timeout.New(200 * time.Millisecond)(s.Base)
+			resp, err := get(timeout.WithoutBudget(context.Background()), rt, s.URL)
 			require.NoError(t, err)
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
