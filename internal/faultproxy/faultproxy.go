@@ -48,6 +48,7 @@ type Proxy struct {
 	scope    uint64 // the fault applies to connections with seq < scope; 0 means all
 	once     bool
 	latency  time.Duration
+	idleDrop time.Duration
 	seq      uint64
 	conns    map[net.Conn]struct{}
 	accepted int
@@ -101,6 +102,16 @@ func (p *Proxy) SetFaultExisting(f Fault, once bool) {
 func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Lock()
 	p.latency = d
+	p.mu.Unlock()
+}
+
+// SetIdleDrop imitates a load balancer or NAT that forgets a flow idle for
+// longer than d: when the client sends on a connection that carried nothing
+// for more than d, the proxy resets it instead of forwarding. Zero turns it
+// off.
+func (p *Proxy) SetIdleDrop(d time.Duration) {
+	p.mu.Lock()
+	p.idleDrop = d
 	p.mu.Unlock()
 }
 
@@ -192,9 +203,10 @@ func (p *Proxy) serve(client net.Conn) {
 	defer p.untrack(server)
 
 	done := make(chan struct{}, 2)
-	var asked atomic.Bool
-	go func() { p.pipe(seq, client, server, true, &asked); done <- struct{}{} }()
-	go func() { p.pipe(seq, server, client, false, &asked); done <- struct{}{} }()
+	st := &connState{}
+	st.last.Store(time.Now().UnixNano())
+	go func() { p.pipe(seq, client, server, true, st); done <- struct{}{} }()
+	go func() { p.pipe(seq, server, client, false, st); done <- struct{}{} }()
 	<-done
 	_ = client.Close()
 	_ = server.Close()
@@ -203,8 +215,15 @@ func (p *Proxy) serve(client net.Conn) {
 
 // pipe copies src to dst, applying faults. toServer says which direction it
 // is; the client connection is src when toServer, dst otherwise.
-// asked is set when the client sent data the server has not answered yet.
-func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, asked *atomic.Bool) {
+// connState is shared by the two directions of one connection.
+type connState struct {
+	// asked is set when the client sent data the server has not answered.
+	asked atomic.Bool
+	// last is when the connection last carried bytes, in Unix nanoseconds.
+	last atomic.Int64
+}
+
+func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, st *connState) {
 	buf := make([]byte, 32<<10)
 	client := src
 	if !toServer {
@@ -213,6 +232,15 @@ func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, asked *atomic
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			now := time.Now()
+			idle := now.Sub(time.Unix(0, st.last.Swap(now.UnixNano())))
+			p.mu.Lock()
+			drop := p.idleDrop
+			p.mu.Unlock()
+			if toServer && drop > 0 && idle > drop {
+				reset(client)
+				return
+			}
 			switch f := p.faultFor(seq, false); {
 			case f == BlackHole:
 				continue
@@ -234,8 +262,8 @@ func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, asked *atomic
 				}
 			}
 			if toServer {
-				asked.Store(true)
-			} else if asked.Swap(false) {
+				st.asked.Store(true)
+			} else if st.asked.Swap(false) {
 				p.mu.Lock()
 				d := p.latency
 				p.mu.Unlock()

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var fast = []string{"-latency", "20ms", "-lb-idle", "250ms", "-gaps", "0s,100ms,500ms"}
+
+func TestProbeTable(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	var out, errOut strings.Builder
+	code := run(context.Background(), append([]string{"probe"}, fast...), &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	text := out.String()
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	require.GreaterOrEqual(t, len(lines), 10)
+	assert.Contains(t, lines[0], "local server answering in 20ms behind a load balancer that drops flows idle over 250ms")
+	assert.Regexp(t, `^gap\s+client\s+reused\s+idle\s+latency\s+budget left\s+outcome`, lines[2])
+	assert.Regexp(t, `^0s\s+client-go\s+yes\s+\S+\s+\S+\s+no deadline\s+ok`, lines[3])
+	assert.Regexp(t, `^0s\s+kubewire\s+yes\s+\S+\s+\S+\s+1\.9\d+s\s+ok`, lines[4])
+	assert.Regexp(t, `^500ms\s+client-go\s+yes\s+50\dms\s+\S+\s+no deadline\s+re-sent`, lines[7])
+	assert.Regexp(t, `^500ms\s+kubewire\s+yes\s+50\dms\s+\S+\s+\S+\s+re-sent`, lines[8])
+	assert.Regexp(t, `drops idle connections after between 10\dms and 50\dms`, lines[len(lines)-1])
+	assert.Contains(t, errOut.String(), "probing: idle gap 500ms (3 of 3)", "a progress line while it runs")
+}
+
+func TestProbeJSON(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	var out, errOut strings.Builder
+	code := run(context.Background(), append([]string{"probe", "-json"}, fast...), &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	var rep struct {
+		Mode, Server, Budget, Summary string
+		Rows                          []struct {
+			Client, Gap, Idle, Latency, BudgetLeft, Outcome, Error string
+			GapSeconds                                             float64
+			Reused                                                 bool
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out.String()), &rep), out.String())
+	require.Len(t, rep.Rows, 6)
+	assert.Equal(t, "2s", rep.Budget)
+	assert.Equal(t, "client-go", rep.Rows[0].Client)
+	assert.Empty(t, rep.Rows[0].BudgetLeft, "stock client-go has no deadline")
+	assert.Equal(t, "kubewire", rep.Rows[1].Client)
+	assert.NotEmpty(t, rep.Rows[1].BudgetLeft)
+	assert.Equal(t, 0.5, rep.Rows[4].GapSeconds)
+	assert.Equal(t, "re-sent", rep.Rows[4].Outcome)
+	assert.NotEmpty(t, rep.Summary)
+}
+
+func TestProbeErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  string
+		code int
+		want string
+	}{
+		{"no command", nil, "", 2, "usage: kubewire <command>"},
+		{"unknown command", []string{"frobnicate"}, "", 2, `kubewire: unknown command "frobnicate"`},
+		{"bad flag", []string{"probe", "-nope"}, "", 2, "flag provided but not defined: -nope"},
+		{"bad gaps", []string{"probe", "-gaps", "1s,soon"}, "", 2, `gap "soon" is not a non-negative duration`},
+		{"bad timeout", []string{"probe", "-timeout", "0s"}, "", 2, "kubewire probe: -timeout must be positive, got 0s"},
+		{"extra argument", []string{"probe", "now"}, "", 2, `kubewire probe: unexpected argument "now"`},
+		{"missing kubeconfig", []string{"probe", "-kubeconfig", "testdata/none.yaml"}, "", 1, "kubewire probe: loading kubeconfig testdata/none.yaml:"},
+		{"unreachable cluster", []string{"probe", "-gaps", "0s", "-timeout", "500ms"}, "../../examples/restconfig/testdata/unreachable.yaml", 1, "kubewire probe: client-go cannot reach the API server:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", tt.env)
+			var out, errOut strings.Builder
+			code := run(context.Background(), tt.args, &out, &errOut)
+			assert.Equal(t, tt.code, code)
+			assert.Contains(t, errOut.String(), tt.want)
+			assert.NotContains(t, errOut.String(), "goroutine ", "no stack trace")
+			for _, line := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
+				if strings.HasPrefix(line, "kubewire probe:") {
+					assert.NotContains(t, line, "\n")
+				}
+			}
+		})
+	}
+}

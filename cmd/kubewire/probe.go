@@ -1,0 +1,363 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/pooltrace"
+)
+
+// row is one measured request.
+type row struct {
+	Client     string  `json:"client"`
+	Gap        string  `json:"gap"`
+	GapSeconds float64 `json:"gapSeconds"`
+	Reused     bool    `json:"reused"`
+	Idle       string  `json:"idle"`
+	Latency    string  `json:"latency"`
+	// BudgetLeft is empty when the client has no deadline.
+	BudgetLeft string `json:"budgetLeft,omitempty"`
+	// Outcome is "ok", "re-sent" (net/http re-sent it after a failure on a
+	// reused connection) or "error".
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+
+	gap, idle time.Duration
+}
+
+type report struct {
+	Mode    string `json:"mode"`
+	Server  string `json:"server"`
+	Budget  string `json:"budget"`
+	Rows    []row  `json:"rows"`
+	Summary string `json:"summary"`
+}
+
+type gapsFlag []time.Duration
+
+func (g *gapsFlag) String() string {
+	s := make([]string, len(*g))
+	for i, d := range *g {
+		s[i] = d.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (g *gapsFlag) Set(v string) error {
+	var out []time.Duration
+	for _, f := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d < 0 {
+			return fmt.Errorf("gap %q is not a non-negative duration", f)
+		}
+		out = append(out, d)
+	}
+	*g = out
+	return nil
+}
+
+func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kubewire probe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a cluster to probe (default: $KUBECONFIG; with neither, a built-in local server)")
+	kcontext := fs.String("context", "", "kubeconfig context")
+	budget := fs.Duration("timeout", 2*time.Second, "kubewire's per-request budget")
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	latency := fs.Duration("latency", 300*time.Millisecond, "local server only: how long it takes to answer")
+	lbIdle := fs.Duration("lb-idle", time.Second, "local server only: a load balancer in front of it drops flows idle longer than this")
+	gaps := gapsFlag{}
+	fs.Var(&gaps, "gaps", "comma-separated idle gaps (default 0s,500ms,900ms,1.5s,2.5s locally; 0s,5s,15s,30s,60s,90s against a cluster)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kubewire probe: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *budget <= 0 {
+		fmt.Fprintf(stderr, "kubewire probe: -timeout must be positive, got %v\n", *budget)
+		return 2
+	}
+	if *kubeconfig == "" {
+		*kubeconfig = os.Getenv("KUBECONFIG")
+	}
+
+	rep := report{Budget: budget.String()}
+	var cfg *rest.Config
+	if *kubeconfig == "" {
+		if *latency < 0 || *lbIdle <= 0 {
+			fmt.Fprintf(stderr, "kubewire probe: -latency must not be negative and -lb-idle must be positive\n")
+			return 2
+		}
+		srv, err := newLocalServer(*latency, *lbIdle)
+		if err != nil {
+			fmt.Fprintf(stderr, "kubewire probe: %v\n", err)
+			return 1
+		}
+		defer srv.Close()
+		cfg = &rest.Config{Host: srv.URL}
+		rep.Mode = fmt.Sprintf("local server answering in %v behind a load balancer that drops flows idle over %v", *latency, *lbIdle)
+		if len(gaps) == 0 {
+			gaps = gapsFlag{0, 500 * time.Millisecond, 900 * time.Millisecond, 1500 * time.Millisecond, 2500 * time.Millisecond}
+		}
+	} else {
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig}
+		c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kcontext}).ClientConfig()
+		if err != nil {
+			fmt.Fprintf(stderr, "kubewire probe: loading kubeconfig %s: %v\n", *kubeconfig, oneLine(err))
+			return 1
+		}
+		cfg = c
+		rep.Mode = "cluster from " + *kubeconfig
+		if len(gaps) == 0 {
+			gaps = gapsFlag{0, 5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second, 90 * time.Second}
+		}
+	}
+	rep.Server = cfg.Host
+
+	bare, err := newProber("client-go", cfg, 0)
+	if err == nil {
+		var kw *prober
+		kw, err = newProber("kubewire", cfg, *budget)
+		if err == nil {
+			err = sweep(ctx, &rep, []*prober{bare, kw}, gaps, stderr)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kubewire probe: %v\n", oneLine(err))
+		return 1
+	}
+	rep.Summary = summarize(rep.Rows)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return 0
+	}
+	printReport(stdout, rep)
+	return 0
+}
+
+// oneLine keeps an error message on one line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// newLocalServer imitates an API server behind a load balancer: answers
+// after latency, through a proxy that resets flows idle longer than lbIdle.
+func newLocalServer(latency, lbIdle time.Duration) (*localServer, error) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(latency):
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/version":
+			_, _ = io.WriteString(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2-kubewire-probe"}`)
+		case "/api/v1/namespaces":
+			_, _ = io.WriteString(w, `{"kind":"NamespaceList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"default"}}]}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	})
+	srv := httptest.NewServer(h)
+	p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	p.SetIdleDrop(lbIdle)
+	return &localServer{URL: "http://" + p.Addr(), srv: srv, proxy: p}, nil
+}
+
+type localServer struct {
+	URL   string
+	srv   *httptest.Server
+	proxy *faultproxy.Proxy
+}
+
+func (s *localServer) Close() {
+	_ = s.proxy.Close()
+	s.srv.Close()
+}
+
+// prober is one client under test, with its own connection pool.
+type prober struct {
+	name   string
+	cs     kubernetes.Interface
+	budget time.Duration
+
+	mu       sync.Mutex
+	attempts []pooltrace.Attempt
+}
+
+// newProber builds a client from cfg: stock client-go when budget is zero,
+// kubewire with that budget otherwise.
+func newProber(name string, cfg *rest.Config, budget time.Duration) (*prober, error) {
+	p := &prober{name: name}
+	c := rest.CopyConfig(cfg)
+	// A dialer of its own keeps client-go from sharing one cached
+	// transport, and so one pool, between the two clients.
+	c.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	observe := func(a pooltrace.Attempt) {
+		p.mu.Lock()
+		p.attempts = append(p.attempts, a)
+		p.mu.Unlock()
+	}
+	if budget == 0 {
+		// pooltrace only observes: the stock client keeps its behaviour.
+		c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return pooltrace.New(pooltrace.WithObserver(observe))(rt)
+		})
+		p.budget = c.Timeout
+	} else {
+		if err := kubeadapter.Apply(c, kubeadapter.WithTimeout(budget), kubeadapter.WithObserver(observe)); err != nil {
+			return nil, err
+		}
+		p.budget = budget
+	}
+	cs, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	p.cs = cs
+	return p, nil
+}
+
+// measure warms the pool with GET /version, waits gap, lists namespaces
+// and reports what happened to that list.
+func (p *prober) measure(ctx context.Context, gap time.Duration) (row, error) {
+	r := row{Client: p.name, Gap: gap.String(), GapSeconds: gap.Seconds(), gap: gap}
+	if _, err := p.cs.Discovery().ServerVersion(); err != nil {
+		return r, fmt.Errorf("%s cannot reach the API server: %w", p.name, err)
+	}
+	select {
+	case <-time.After(gap):
+	case <-ctx.Done():
+		return r, ctx.Err()
+	}
+	p.mu.Lock()
+	p.attempts = nil
+	p.mu.Unlock()
+	start := time.Now()
+	_, err := p.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
+	elapsed := time.Since(start)
+	r.Latency = elapsed.Round(time.Millisecond).String()
+	if p.budget > 0 {
+		r.BudgetLeft = (p.budget - elapsed).Round(time.Millisecond).String()
+	}
+	p.mu.Lock()
+	attempts := p.attempts
+	p.mu.Unlock()
+	if len(attempts) > 0 {
+		first := attempts[0]
+		conn := first.Conn
+		if len(first.Earlier) > 0 {
+			conn = first.Earlier[0]
+		}
+		r.Reused, r.idle = conn.Reused, conn.IdleTime
+		r.Idle = conn.IdleTime.Round(time.Millisecond).String()
+	}
+	switch {
+	case err != nil:
+		r.Outcome, r.Error = "error", oneLine(err)
+	case len(attempts) > 1 || (len(attempts) == 1 && len(attempts[0].Earlier) > 0):
+		r.Outcome = "re-sent"
+	default:
+		r.Outcome = "ok"
+	}
+	return r, nil
+}
+
+func sweep(ctx context.Context, rep *report, probers []*prober, gaps []time.Duration, progress io.Writer) error {
+	for i, gap := range gaps {
+		fmt.Fprintf(progress, "\rprobing: idle gap %v (%d of %d)...   ", gap, i+1, len(gaps))
+		rows := make([]row, len(probers))
+		errs := make([]error, len(probers))
+		var wg sync.WaitGroup
+		for j, p := range probers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rows[j], errs[j] = p.measure(ctx, gap)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			fmt.Fprintln(progress)
+			return err
+		}
+		rep.Rows = append(rep.Rows, rows...)
+	}
+	fmt.Fprintln(progress)
+	return nil
+}
+
+// summarize explains the table in one paragraph.
+func summarize(rows []row) string {
+	var firstBad, lastGood time.Duration = -1, -1
+	for _, r := range rows {
+		if !r.Reused {
+			continue
+		}
+		if r.Outcome == "ok" {
+			lastGood = max(lastGood, r.idle)
+		} else if firstBad < 0 || r.idle < firstBad {
+			firstBad = r.idle
+		}
+	}
+	switch {
+	case firstBad >= 0 && lastGood >= 0:
+		return fmt.Sprintf("Pooled connections idle for %v or more failed when reused, while those idle for %v were fine: something between this client and the API server (a load balancer, a NAT or a firewall) drops idle connections after between %v and %v. net/http re-sent these GETs on a new connection, so reads survived, possibly executed twice; a PATCH, POST or DELETE on such a connection fails. Keep the client's idle-connection timeout below %v (transport.WithIdleConnTimeout), and give writes that are safe to repeat retry.WithIdempotent.",
+			firstBad.Round(time.Millisecond), lastGood.Round(time.Millisecond), lastGood.Round(time.Millisecond), firstBad.Round(time.Millisecond), lastGood.Round(time.Millisecond))
+	case firstBad >= 0:
+		return fmt.Sprintf("Every reused pooled connection failed, the shortest idle for %v: connections do not survive being idle here. Keep the client's idle-connection timeout short (transport.WithIdleConnTimeout) and give writes that are safe to repeat retry.WithIdempotent.", firstBad.Round(time.Millisecond))
+	case lastGood >= 0:
+		return fmt.Sprintf("Pooled connections idle for up to %v were reused without failure. Nothing here drops idle connections within the gaps probed; probe longer gaps (-gaps) to find the limit of your load balancer. The budget-left column is the time each kubewire request had to spare.", lastGood.Round(time.Millisecond))
+	}
+	return "No connection was reused, so nothing can be said about idle limits; probe longer gaps (-gaps)."
+}
+
+func printReport(w io.Writer, rep report) {
+	fmt.Fprintf(w, "probe of %s (%s), kubewire budget %s\n\n", rep.Server, rep.Mode, rep.Budget)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "gap\tclient\treused\tidle\tlatency\tbudget left\toutcome\t")
+	for _, r := range rep.Rows {
+		reused, idle, left := "no", "-", r.BudgetLeft
+		if r.Reused {
+			reused, idle = "yes", r.Idle
+		}
+		if left == "" {
+			left = "no deadline"
+		}
+		outcome := r.Outcome
+		if r.Error != "" {
+			outcome += ": " + r.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Gap, r.Client, reused, idle, r.Latency, left, outcome)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n%s\n", rep.Summary)
+}
