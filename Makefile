@@ -22,11 +22,15 @@ envtest:
 repro:
 	$(GO) run ./examples/repro
 
-# Each pair is run interleaved 10 times and compared with benchstat.
+# Baselines and candidates run interleaved (10 times unless -n says) and
+# benchstat compares them; ratios come from the same run. About 5 minutes on
+# 2 cores.
 bench: envtest
-	hack/benchratio.sh ./bench Bare Stack 10
-	hack/benchratio.sh ./bench RetryBaseline Retry 10
-	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) hack/benchratio.sh ./kubeadapter ClientGoBare ClientGoApplied 10
+	hack/benchratio.sh ./bench Bare Stack Kubewire RetryableHTTP OtelHTTP
+	hack/benchratio.sh ./bench RetryBaseline Retry
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) hack/benchratio.sh ./kubeadapter ClientGoBare ClientGoApplied
+	hack/benchratio.sh ./bench RecoveryClientGo RecoveryKubewire -n 5
+	$(GO) test -run '^$$' -bench IdleEdge -benchtime 3x ./bench
 	$(GO) test -run '^$$' -bench Pass -benchtime 5x -benchmem ./driver
 
 fmt:

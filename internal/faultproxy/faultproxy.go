@@ -87,6 +87,15 @@ func (p *Proxy) SetFault(f Fault) {
 	p.mu.Unlock()
 }
 
+// SetFaultOnce applies f to the next connection it fires on, current or
+// future, and then clears.
+func (p *Proxy) SetFaultOnce(f Fault) {
+	p.mu.Lock()
+	p.fault, p.scope, p.once = f, 0, true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
 // SetFaultExisting applies f only to the connections open now, which are
 // the ones a client will reuse; connections opened later pass unharmed. If
 // once is true the fault fires on one connection and then clears.

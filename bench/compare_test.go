@@ -1,0 +1,77 @@
+package bench_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptrace"
+	"testing"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/httptrace/otelhttptrace"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/kubewire/kubewire/pooltrace"
+	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/transport"
+)
+
+// The side-by-side benchmarks share BenchmarkBare as their baseline: the
+// bare pooled transport with the caller's deadline. Each candidate wraps
+// the same transport; every request carries the same caller deadline.
+// `make bench` runs them interleaved and prints benchstat's ratios.
+
+// benchCandidate runs wrap(base) on both servers. When ownDeadline is
+// false the caller's context carries the deadline, as it must for
+// candidates that have none of their own.
+func benchCandidate(b *testing.B, ownDeadline bool, wrap func(http.RoundTripper) http.RoundTripper) {
+	for _, s := range servers(b) {
+		b.Run(s.Name, func(b *testing.B) {
+			rt := wrap(s.Base)
+			b.ReportAllocs()
+			for b.Loop() {
+				if ownDeadline {
+					roundTrip(b, rt, context.Background(), s.URL)
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), budget)
+				roundTrip(b, rt, ctx, s.URL)
+				cancel()
+			}
+		})
+	}
+}
+
+// BenchmarkKubewire is the full kubewire stack: retry, pooltrace, and
+// timeout, which gives the deadline.
+func BenchmarkKubewire(b *testing.B) {
+	benchCandidate(b, true, transport.Chain(retry.New(), pooltrace.New(), timeout.New(budget)))
+}
+
+// BenchmarkRetryableHTTP is hashicorp/go-retryablehttp's RoundTripper with
+// its defaults (4 retries, exponential backoff), logging off.
+func BenchmarkRetryableHTTP(b *testing.B) {
+	benchCandidate(b, false, func(base http.RoundTripper) http.RoundTripper {
+		c := retryablehttp.NewClient()
+		c.HTTPClient = &http.Client{Transport: base}
+		c.Logger = nil
+		return &retryablehttp.RoundTripper{Client: c}
+	})
+}
+
+// BenchmarkOtelHTTP is otelhttp's transport with its httptrace client trace
+// (otelhttptrace), recording spans with the SDK's tracer provider.
+func BenchmarkOtelHTTP(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	benchCandidate(b, false, func(base http.RoundTripper) http.RoundTripper {
+		return otelhttp.NewTransport(base,
+			otelhttp.WithTracerProvider(tp),
+			otelhttp.WithClientTrace(func(ctx context.Context) *httptrace.ClientTrace {
+				return otelhttptrace.NewClientTrace(ctx, otelhttptrace.WithTracerProvider(tp))
+			}),
+		)
+	})
+}
+
