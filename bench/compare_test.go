@@ -74,4 +74,3 @@ func BenchmarkOtelHTTP(b *testing.B) {
 		)
 	})
 }
-
