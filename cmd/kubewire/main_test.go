@@ -3,16 +3,54 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/kubewire/kubewire/internal/kubetest"
 )
 
+var env *kubetest.Env
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	env = kubetest.Start()
+	code := m.Run()
+	env.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// TestProbeCluster probes a real API server through a kubeconfig.
+func TestProbeCluster(t *testing.T) {
+	path := kubetest.WriteKubeconfig(t, env.Config(t))
+	t.Setenv("KUBECONFIG", "")
+	var out, errOut strings.Builder
+	code := run(context.Background(), []string{"probe", "-kubeconfig", path, "-gaps", "0s,200ms", "-json"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	var rep struct {
+		Mode, Server string
+		Rows         []struct {
+			Client, Outcome string
+			Reused          bool
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out.String()), &rep))
+	assert.Equal(t, "cluster from "+path, rep.Mode)
+	require.Len(t, rep.Rows, 4)
+	for _, r := range rep.Rows {
+		assert.Equal(t, "ok", r.Outcome)
+		assert.True(t, r.Reused, "the warm-up left a connection in the pool")
+	}
 }
 
 var fast = []string{"-latency", "20ms", "-lb-idle", "250ms", "-gaps", "0s,100ms,500ms"}
