@@ -2,19 +2,14 @@ package driver_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/kubewire/kubewire/internal/kubetest"
 	"k8s.io/client-go/rest"
@@ -158,16 +153,7 @@ func readBody(r *http.Request) string {
 var env *kubetest.Env
 
 func runMain(m *testing.M) {
-	env = kubetest.Start(filepath.Join("crd"))
-	code := m.Run()
-	env.Stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	kubetest.Main(m, &env, "crd")
 }
 
 func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {

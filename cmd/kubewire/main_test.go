@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/kubewire/kubewire/internal/kubetest"
 )
@@ -18,16 +15,7 @@ import (
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
-	env = kubetest.Start()
-	code := m.Run()
-	env.Stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	kubetest.Main(m, &env)
 }
 
 // TestProbeCluster probes a real API server through a kubeconfig.

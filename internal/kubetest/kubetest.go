@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.uber.org/goleak"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -78,4 +79,21 @@ func WriteKubeconfig(t testing.TB, cfg *rest.Config) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// Main is TestMain for packages with API server tests: it starts the API
+// server into *env (installing CRDs from crdPaths), runs the tests, stops
+// the server, checks for leaked goroutines when the tests passed, and
+// exits.
+func Main(m *testing.M, env **Env, crdPaths ...string) {
+	*env = Start(crdPaths...)
+	code := m.Run()
+	(*env).Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
