@@ -15,8 +15,8 @@ if [[ -x $dir/kube-apiserver && -x $dir/etcd && "$(cat "$dir/.inputs" 2>/dev/nul
 fi
 mkdir -p "$dir"
 echo "building kube-apiserver v$version and etcd into $dir (a few minutes the first time)" >&2
-go build -ldflags "$ldflags" -o "$dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-go build -o "$dir/etcd.tmp" go.etcd.io/etcd/server/v3
+go build -buildvcs=false -ldflags "$ldflags" -o "$dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+go build -buildvcs=false -o "$dir/etcd.tmp" go.etcd.io/etcd/server/v3
 mv "$dir/kube-apiserver.tmp" "$dir/kube-apiserver"
 mv "$dir/etcd.tmp" "$dir/etcd"
 echo "$key" >"$dir/.inputs"
