@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -236,23 +235,12 @@ func (rt *roundTripper) WrappedRoundTripper() http.RoundTripper { return rt.next
 // never empties the pool itself.
 func (rt *roundTripper) CloseIdleConnections() { transport.CloseIdleConnections(rt.next) }
 
-func isUpgrade(req *http.Request) bool {
-	for _, v := range req.Header["Connection"] {
-		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rt.cfg.err != nil {
 		transport.CloseRequestBody(req)
 		return nil, rt.cfg.err
 	}
-	if isUpgrade(req) || (rt.cfg.exempt != nil && rt.cfg.exempt(req)) {
+	if transport.IsUpgrade(req) || (rt.cfg.exempt != nil && rt.cfg.exempt(req)) {
 		return rt.next.RoundTrip(req)
 	}
 	if rt.cfg.budget != nil {

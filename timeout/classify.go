@@ -3,6 +3,8 @@ package timeout
 import (
 	"net/http"
 	"strings"
+
+	"github.com/kubewire/kubewire/transport"
 )
 
 // LongRunning reports whether req is a long-running Kubernetes API request,
@@ -23,7 +25,7 @@ func LongRunning(req *http.Request) bool {
 	if req == nil || req.URL == nil {
 		return false
 	}
-	if isUpgrade(req.Header) {
+	if transport.IsUpgrade(req) {
 		return true
 	}
 	q := req.URL.RawQuery
@@ -90,15 +92,4 @@ func subresource(path string) string {
 		return parts[2]
 	}
 	return ""
-}
-
-func isUpgrade(h http.Header) bool {
-	for _, v := range h["Connection"] {
-		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -175,3 +175,25 @@ func TestCloseRequestBody(t *testing.T) {
 	transport.CloseRequestBody(req)
 	assert.True(t, body.Closed())
 }
+
+func TestIsUpgrade(t *testing.T) {
+	tests := []struct {
+		give []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"keep-alive"}, false},
+		{[]string{"Upgrade"}, true},
+		{[]string{"keep-alive, upgrade"}, true},
+		{[]string{"close", "UPGRADE"}, true},
+		{[]string{"upgrades"}, false},
+	}
+	for _, tt := range tests {
+		req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1/", nil)
+		require.NoError(t, err)
+		if tt.give != nil {
+			req.Header["Connection"] = tt.give
+		}
+		assert.Equal(t, tt.want, transport.IsUpgrade(req), "%q", tt.give)
+	}
+}
