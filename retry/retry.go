@@ -327,7 +327,7 @@ func (rt *roundTripper) retry(req *http.Request, resp *http.Response, err error)
 				return nil, e
 			}
 		}
-		rt.log(req, attempt, err, resp, wait)
+		rt.log(req, attempt, err, e.Class, resp, wait)
 		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {
@@ -371,7 +371,7 @@ func (rt *roundTripper) withdraw() bool {
 	return rt.cfg.budget == nil || rt.cfg.budget.withdraw()
 }
 
-func (rt *roundTripper) log(req *http.Request, attempt int, err error, resp *http.Response, wait time.Duration) {
+func (rt *roundTripper) log(req *http.Request, attempt int, err error, class Class, resp *http.Response, wait time.Duration) {
 	log, lerr := logr.FromContext(req.Context())
 	if lerr != nil {
 		log = rt.cfg.logger
@@ -386,7 +386,7 @@ func (rt *roundTripper) log(req *http.Request, attempt int, err error, resp *htt
 	}
 	kv := []any{"method", req.Method, "host", req.Host, "path", path, "attempt", attempt, "wait", wait}
 	if err != nil {
-		kv = append(kv, "class", rt.cfg.classify(err).String(), "err", err)
+		kv = append(kv, "class", class.String(), "err", err)
 	} else {
 		kv = append(kv, "status", resp.StatusCode)
 	}
