@@ -186,9 +186,16 @@ func (d *Driver) owns(u *unstructured.Unstructured) bool {
 	return l[LabelManagedBy] == d.opts.driverName && l[LabelGateway] == d.gateway
 }
 
-func (d *Driver) validate(op, ns, name string) *Error {
+func (d *Driver) validateNamespace(op, ns, name string) *Error {
 	if !d.known[ns] {
 		return invalid(op, ns, name, "unknown namespace %q: the driver serves %v", ns, d.namespaces)
+	}
+	return nil
+}
+
+func (d *Driver) validate(op, ns, name string) *Error {
+	if err := d.validateNamespace(op, ns, name); err != nil {
+		return err
 	}
 	if name == "" {
 		return invalid(op, ns, name, "empty sandbox name")
@@ -292,6 +299,14 @@ func runningSpec(version string, running bool) map[string]any {
 	return map[string]any{"operatingMode": mode}
 }
 
+// suspendPatch sets the intent to Suspended and ends any bootstrap.
+func suspendPatch(version string) map[string]any {
+	return map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{AnnotationBootstrap: nil}},
+		"spec":     runningSpec(version, false),
+	}
+}
+
 // Get returns the sandbox.
 func (d *Driver) Get(ctx context.Context, ns, name string) (Sandbox, error) {
 	const op = "get"
@@ -323,8 +338,8 @@ func (d *Driver) get(ctx context.Context, op, ns, name string) (*unstructured.Un
 // List returns the gateway's sandboxes in ns, reading every page.
 func (d *Driver) List(ctx context.Context, ns string) ([]Sandbox, error) {
 	const op = "list"
-	if !d.known[ns] {
-		return nil, invalid(op, ns, "", "unknown namespace %q: the driver serves %v", ns, d.namespaces)
+	if err := d.validateNamespace(op, ns, ""); err != nil {
+		return nil, err
 	}
 	return d.list(ctx, ns)
 }
@@ -363,10 +378,7 @@ func (d *Driver) Stop(ctx context.Context, ns, name string) (Sandbox, error) {
 		if !s.Running && s.BootstrapStarted.IsZero() {
 			return nil
 		}
-		return map[string]any{
-			"metadata": map[string]any{"annotations": map[string]any{AnnotationBootstrap: nil}},
-			"spec":     runningSpec(version, false),
-		}
+		return suspendPatch(version)
 	})
 }
 

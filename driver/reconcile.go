@@ -178,10 +178,7 @@ func (r *Reconciler) act(ctx context.Context, s *Sandbox, live LiveFence, now ti
 		patched = true
 		switch a.Type {
 		case ActionSuspend, ActionRollback:
-			return map[string]any{
-				"metadata": map[string]any{"annotations": map[string]any{AnnotationBootstrap: nil}},
-				"spec":     runningSpec(version, false),
-			}
+			return suspendPatch(version)
 		case ActionClearBootstrap:
 			return map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationBootstrap: nil}}}
 		}
