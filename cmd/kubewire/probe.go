@@ -41,7 +41,7 @@ type row struct {
 	Outcome string `json:"outcome"`
 	Error   string `json:"error,omitempty"`
 
-	gap, idle time.Duration
+	idle time.Duration
 }
 
 type report struct {
@@ -249,7 +249,7 @@ func newProber(name string, cfg *rest.Config, budget time.Duration) (*prober, er
 // measure warms the pool with GET /version, waits gap, lists namespaces
 // and reports what happened to that list.
 func (p *prober) measure(ctx context.Context, gap time.Duration) (row, error) {
-	r := row{Client: p.name, Gap: gap.String(), GapSeconds: gap.Seconds(), gap: gap}
+	r := row{Client: p.name, Gap: gap.String(), GapSeconds: gap.Seconds()}
 	if _, err := p.cs.Discovery().ServerVersion(); err != nil {
 		return r, fmt.Errorf("%s cannot reach the API server: %w", p.name, err)
 	}
