@@ -319,36 +319,17 @@ func TestInvalidConfig(t *testing.T) {
 }
 
 func TestUpgradeOutlivesBudget(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if !assert.NoError(t, err) {
-			return
-		}
-		defer conn.Close()
-		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
-		_ = brw.Flush()
-		_, _ = io.Copy(conn, brw) // echo until the client closes
-	}))
-	defer srv.Close()
 	base, err := transport.New()
 	require.NoError(t, err)
 	defer base.CloseIdleConnections()
-	rt := timeout.New(100 * time.Millisecond)(base)
-
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/namespaces/ns/pods/p/exec?command=sh", nil)
-	require.NoError(t, err)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", "echo")
-	resp, err := rt.RoundTrip(req)
-	require.NoError(t, err)
-	rwc := resp.Body.(io.ReadWriteCloser)
+	rwc := contract.Upgrade(t, timeout.New(100*time.Millisecond)(base), contract.UpgradeServer(t))
 	defer rwc.Close()
 	time.Sleep(300 * time.Millisecond) // three budgets: the upgraded stream must survive them
 	_, err = rwc.Write([]byte("ping\n"))
 	require.NoError(t, err)
 	line, err := bufio.NewReader(rwc).ReadString('\n')
 	require.NoError(t, err)
-	assert.Equal(t, "ping\n", line)
+	assert.Equal(t, "echo: ping\n", line)
 }
 
 func TestLongRunning(t *testing.T) {

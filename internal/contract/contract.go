@@ -156,7 +156,10 @@ func statusIsNotError(t *testing.T, mw transport.Middleware) {
 	require.NoError(t, resp.Body.Close())
 }
 
-func upgrade(t *testing.T, mw transport.Middleware) {
+// UpgradeServer starts a loopback server that answers every request with
+// 101 Switching Protocols and then echoes each line it reads as
+// "echo: <line>", until the client closes. It stops when t ends.
+func UpgradeServer(t testing.TB) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if !assert.NoError(t, err) {
@@ -165,16 +168,25 @@ func upgrade(t *testing.T, mw transport.Middleware) {
 		defer conn.Close()
 		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
 		_ = brw.Flush()
-		line, err := brw.ReadString('\n')
-		if err != nil {
-			return
+		for {
+			line, err := brw.ReadString('\n')
+			if err != nil {
+				return
+			}
+			_, _ = brw.WriteString("echo: " + line)
+			_ = brw.Flush()
 		}
-		_, _ = brw.WriteString("echo: " + line)
-		_ = brw.Flush()
 	}))
-	defer srv.Close()
-	rt := mw(newBase(t))
-	req, err := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/namespaces/ns/pods/p/exec", nil)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// Upgrade sends an upgrade request for an exec subresource to srv through
+// rt and returns the 101 response's body, failing t unless it is an
+// io.ReadWriteCloser.
+func Upgrade(t testing.TB, rt http.RoundTripper, srv *httptest.Server) io.ReadWriteCloser {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/namespaces/ns/pods/p/exec?command=sh", nil)
 	require.NoError(t, err)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", "echo")
@@ -183,7 +195,12 @@ func upgrade(t *testing.T, mw transport.Middleware) {
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 	rwc, ok := resp.Body.(io.ReadWriteCloser)
 	require.True(t, ok, "101 body is %T, not an io.ReadWriteCloser", resp.Body)
-	_, err = rwc.Write([]byte("hello\n"))
+	return rwc
+}
+
+func upgrade(t *testing.T, mw transport.Middleware) {
+	rwc := Upgrade(t, mw(newBase(t)), UpgradeServer(t))
+	_, err := rwc.Write([]byte("hello\n"))
 	require.NoError(t, err)
 	line, err := bufio.NewReader(rwc).ReadString('\n')
 	require.NoError(t, err)
