@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/repro"
+	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/transport"
 )
@@ -83,17 +82,10 @@ func BenchmarkIdleEdge(b *testing.B) {
 // proxy, so that a benchmark can reset the connection after the server
 // executed a request.
 func recoveryServer(b *testing.B) (string, *faultproxy.Proxy) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return testserver.BehindProxy(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"default"}}`)
 	}))
-	b.Cleanup(srv.Close)
-	p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = p.Close() })
-	return "http://" + p.Addr(), p
 }
 
 // benchRecovery measures the time to success of a GET whose first answer

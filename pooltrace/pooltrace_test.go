@@ -144,15 +144,11 @@ func TestAttemptFacts(t *testing.T) {
 // proxy, and the URL to use.
 func proxied(t *testing.T, h http.HandlerFunc) (string, *http.Transport, *faultproxy.Proxy) {
 	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "http://"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
+	u, p := testserver.BehindProxy(t, h)
 	base, err := transport.New()
 	require.NoError(t, err)
 	t.Cleanup(base.CloseIdleConnections)
-	return "http://" + p.Addr(), base, p
+	return u, base, p
 }
 
 func TestErrorOnReusedConnection(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubewire/kubewire/internal/contract"
 	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
@@ -75,15 +76,11 @@ type fixture struct {
 func newFixture(t *testing.T, mws ...transport.Middleware) *fixture {
 	t.Helper()
 	c := newCounter()
-	srv := httptest.NewServer(c)
-	t.Cleanup(srv.Close)
-	p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "http://"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
+	u, p := testserver.BehindProxy(t, c)
 	base, err := transport.New()
 	require.NoError(t, err)
 	t.Cleanup(base.CloseIdleConnections)
-	return &fixture{srv: c, proxy: p, url: "http://" + p.Addr(), rt: transport.Chain(mws...)(base)}
+	return &fixture{srv: c, proxy: p, url: u, rt: transport.Chain(mws...)(base)}
 }
 
 func (f *fixture) do(ctx context.Context, method, id string) (int, error) {

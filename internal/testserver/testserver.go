@@ -1,13 +1,15 @@
-// Package testserver starts the same handler on a loopback HTTP/1.1 server
-// and a loopback HTTP/2 (TLS) server, each with a kubewire base transport
-// that reaches it, for tests and benchmarks.
+// Package testserver starts loopback servers for tests and benchmarks: the
+// same handler over HTTP/1.1 and HTTP/2 with a base transport for each, or a
+// handler behind a fault proxy.
 package testserver
 
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -43,4 +45,18 @@ func Pair(tb testing.TB, h http.Handler) []Server {
 	tb.Cleanup(b1.CloseIdleConnections)
 	tb.Cleanup(b2.CloseIdleConnections)
 	return []Server{{"HTTP/1.1", h1.URL, false, b1}, {"HTTP/2", h2.URL, true, b2}}
+}
+
+// BehindProxy starts h over HTTP/1.1 with a fault proxy in front and
+// returns the proxy's URL and the proxy; both stop when tb ends.
+func BehindProxy(tb testing.TB, h http.Handler) (string, *faultproxy.Proxy) {
+	tb.Helper()
+	srv := httptest.NewServer(h)
+	tb.Cleanup(srv.Close)
+	p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.Close() })
+	return "http://" + p.Addr(), p
 }
