@@ -195,7 +195,9 @@ func Wrap(opts ...Option) k8stransport.WrapperFunc {
 func (c *config) stack() k8stransport.WrapperFunc {
 	if c.err != nil {
 		err := c.err
-		return func(rt http.RoundTripper) http.RoundTripper { return &failing{next: rt, err: err} }
+		return func(rt http.RoundTripper) http.RoundTripper {
+			return &failing{Wrapped: transport.Wrapped{Next: rt}, err: err}
+		}
 	}
 	ropts := append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning)}, c.retryOptions...)
 	popts := []pooltrace.Option{pooltrace.WithLogger(c.logger)}
@@ -208,19 +210,17 @@ func (c *config) stack() k8stransport.WrapperFunc {
 	}
 	chain := transport.Chain(retry.New(ropts...), pooltrace.New(popts...), timeout.New(c.budget, topts...))
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &stack{RoundTripper: chain(rt)}
+		return &stack{Wrapped: transport.Wrapped{Next: chain(rt)}}
 	}
 }
 
 // stack marks the kubewire stack in a chain of wrappers, so that Apply can
 // tell it is already there.
 type stack struct {
-	http.RoundTripper
+	transport.Wrapped
 }
 
-func (s *stack) WrappedRoundTripper() http.RoundTripper { return s.RoundTripper }
-
-func (s *stack) CloseIdleConnections() { transport.CloseIdleConnections(s.RoundTripper) }
+func (s *stack) RoundTrip(req *http.Request) (*http.Response, error) { return s.Next.RoundTrip(req) }
 
 // probe stands in for the base transport while Apply looks for its stack.
 type probe struct{}
@@ -253,18 +253,14 @@ func applied(cfg *rest.Config) bool {
 // failing reports a configuration error for every request, without sending
 // it.
 type failing struct {
-	next http.RoundTripper
-	err  error
+	transport.Wrapped
+	err error
 }
 
 func (f *failing) RoundTrip(req *http.Request) (*http.Response, error) {
 	transport.CloseRequestBody(req)
 	return nil, f.err
 }
-
-func (f *failing) WrappedRoundTripper() http.RoundTripper { return f.next }
-
-func (f *failing) CloseIdleConnections() { transport.CloseIdleConnections(f.next) }
 
 // health gives a client its own clone of client-go's base transport with
 // its own HTTP/2 health-check timings. One clone per base transport, shared

@@ -61,20 +61,14 @@ func New(opts ...Option) transport.Middleware {
 		}
 	}
 	return func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{next: next, cfg: c}
+		return &roundTripper{Wrapped: transport.Wrapped{Next: next}, cfg: c}
 	}
 }
 
 type roundTripper struct {
-	next http.RoundTripper
-	cfg  config
+	transport.Wrapped
+	cfg config
 }
-
-// WrappedRoundTripper returns the RoundTripper this one wraps.
-func (rt *roundTripper) WrappedRoundTripper() http.RoundTripper { return rt.next }
-
-// CloseIdleConnections forwards to the wrapped RoundTripper.
-func (rt *roundTripper) CloseIdleConnections() { transport.CloseIdleConnections(rt.next) }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	t := &tracer{}
@@ -90,7 +84,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := httptrace.WithClientTrace(req.Context(), &t.trace)
 
-	resp, err := rt.next.RoundTrip(req.WithContext(ctx))
+	resp, err := rt.Next.RoundTrip(req.WithContext(ctx))
 
 	t.mu.Lock()
 	t.a.Duration = time.Since(t.a.Start)

@@ -192,7 +192,7 @@ func Check(opts ...Option) error {
 func New(opts ...Option) transport.Middleware {
 	c := newConfig(opts)
 	return func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{next: next, cfg: c}
+		return &roundTripper{Wrapped: transport.Wrapped{Next: next}, cfg: c}
 	}
 }
 
@@ -224,16 +224,9 @@ func IsIdempotent(req *http.Request) bool {
 }
 
 type roundTripper struct {
-	next http.RoundTripper
-	cfg  config
+	transport.Wrapped
+	cfg config
 }
-
-// WrappedRoundTripper returns the RoundTripper this one wraps.
-func (rt *roundTripper) WrappedRoundTripper() http.RoundTripper { return rt.next }
-
-// CloseIdleConnections forwards to the wrapped RoundTripper. The middleware
-// never empties the pool itself.
-func (rt *roundTripper) CloseIdleConnections() { transport.CloseIdleConnections(rt.next) }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rt.cfg.err != nil {
@@ -241,12 +234,12 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, rt.cfg.err
 	}
 	if transport.IsUpgrade(req) || (rt.cfg.exempt != nil && rt.cfg.exempt(req)) {
-		return rt.next.RoundTrip(req)
+		return rt.Next.RoundTrip(req)
 	}
 	if rt.cfg.budget != nil {
 		rt.cfg.budget.deposit()
 	}
-	resp, err := rt.next.RoundTrip(req)
+	resp, err := rt.Next.RoundTrip(req)
 	if err == nil && !rt.retryStatus(req, resp) {
 		return resp, nil
 	}
@@ -354,7 +347,7 @@ func (rt *roundTripper) retry(req *http.Request, resp *http.Response, err error)
 			r.Body = body
 			next = &r
 		}
-		resp, err = rt.next.RoundTrip(next)
+		resp, err = rt.Next.RoundTrip(next)
 		if err == nil && !rt.retryStatus(req, resp) {
 			return resp, nil
 		}

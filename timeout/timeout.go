@@ -81,7 +81,7 @@ func Check(budget time.Duration, opts ...Option) error {
 func New(budget time.Duration, opts ...Option) transport.Middleware {
 	c := newConfig(budget, opts)
 	return func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{next: next, cfg: c}
+		return &roundTripper{Wrapped: transport.Wrapped{Next: next}, cfg: c}
 	}
 }
 
@@ -106,15 +106,9 @@ func WithoutBudget(ctx context.Context) context.Context {
 }
 
 type roundTripper struct {
-	next http.RoundTripper
-	cfg  config
+	transport.Wrapped
+	cfg config
 }
-
-// WrappedRoundTripper returns the RoundTripper this one wraps.
-func (rt *roundTripper) WrappedRoundTripper() http.RoundTripper { return rt.next }
-
-// CloseIdleConnections forwards to the wrapped RoundTripper.
-func (rt *roundTripper) CloseIdleConnections() { transport.CloseIdleConnections(rt.next) }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rt.cfg.err != nil {
@@ -126,7 +120,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if v, ok := ctx.Value(budgetKey{}).(*budgetValue); ok {
 		switch {
 		case v.none:
-			return rt.next.RoundTrip(req)
+			return rt.Next.RoundTrip(req)
 		case v.d <= 0:
 			transport.CloseRequestBody(req)
 			return nil, fmt.Errorf("timeout: budget of timeout.WithBudget must be positive, got %v", v.d)
@@ -136,7 +130,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(start) <= budget {
 		// The caller's deadline comes first and bounds everything.
-		return rt.next.RoundTrip(req)
+		return rt.Next.RoundTrip(req)
 	}
 	c := &call{start: start, budget: budget, phase: PhaseHeaders}
 	if rt.cfg.longRunning != nil && rt.cfg.longRunning(req) {
@@ -148,7 +142,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.timer = time.AfterFunc(budget, c.fire)
 	c.mu.Unlock()
 
-	resp, err := rt.next.RoundTrip(req.WithContext(ctx))
+	resp, err := rt.Next.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		terr := c.cause(err)
 		c.finish()

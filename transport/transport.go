@@ -56,3 +56,18 @@ func IsUpgrade(req *http.Request) bool {
 	}
 	return false
 }
+
+// Wrapped is embedded by middleware RoundTrippers. It holds the
+// RoundTripper they wrap and gives them WrappedRoundTripper, so that
+// apimachinery's utilnet.CloseIdleConnectionsFor can walk through, and
+// CloseIdleConnections, forwarded to Next.
+type Wrapped struct {
+	Next http.RoundTripper
+}
+
+// WrappedRoundTripper returns the wrapped RoundTripper.
+func (w Wrapped) WrappedRoundTripper() http.RoundTripper { return w.Next }
+
+// CloseIdleConnections forwards to the wrapped RoundTripper; middleware
+// never empties the pool itself.
+func (w Wrapped) CloseIdleConnections() { CloseIdleConnections(w.Next) }
