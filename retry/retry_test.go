@@ -209,10 +209,14 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 }
 
 // TestConnectionRefused: nothing listens when the first attempt dials; the
-// server comes up before the retry. Every method is retried, unmarked POST
-// included, because nothing was sent.
+// server comes up before the retry. GET, a marked PATCH and an unmarked
+// POST are all retried, because nothing was sent, and each runs once.
 func TestConnectionRefused(t *testing.T) {
-	for _, method := range []string{http.MethodGet, http.MethodPost} {
+	for _, rq := range []struct {
+		method string
+		marked bool
+	}{{http.MethodGet, false}, {http.MethodPatch, true}, {http.MethodPost, false}} {
+		method := rq.method
 		t.Run(method, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
@@ -244,7 +248,11 @@ func TestConnectionRefused(t *testing.T) {
 			require.NoError(t, err)
 			defer base.CloseIdleConnections()
 			rt := retry.New(retry.WithLogger(log), retry.WithBackoff(noWait))(base)
-			req, err := http.NewRequest(method, "http://"+addr+"/?id=r", strings.NewReader("{}"))
+			ctx := context.Background()
+			if rq.marked {
+				ctx = retry.WithIdempotent(ctx)
+			}
+			req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+"/?id=r", strings.NewReader("{}"))
 			require.NoError(t, err)
 			resp, err := rt.RoundTrip(req)
 			require.NoError(t, err)
