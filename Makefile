@@ -5,11 +5,16 @@ GO ?= go
 # second run takes seconds.
 ENVTEST_K8S_VERSION := 1.37.2
 ENVTEST_DIR ?= $(abspath $(shell $(GO) env GOCACHE)/../kubewire-envtest/$(ENVTEST_K8S_VERSION))
+# The agent-sandbox v0.4.6 controller (v1alpha1 only) and its CRD, built by
+# the tools module in hack/agentsandbox for the driver tests; the release in
+# go.mod runs in-process.
+AGENTSANDBOX_DIR ?= $(ENVTEST_DIR)/agent-sandbox-v0.4.6
+TEST_ENV = KUBEBUILDER_ASSETS=$(ENVTEST_DIR) KUBEWIRE_AGENT_SANDBOX_V1ALPHA1=$(AGENTSANDBOX_DIR)
 
-.PHONY: test vet envtest repro bench fmt
+.PHONY: test vet envtest agentsandbox repro bench fmt
 
-test: vet envtest
-	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -race -count=1 ./...
+test: vet envtest agentsandbox
+	$(TEST_ENV) $(GO) test -race -count=1 ./...
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
@@ -19,13 +24,16 @@ vet:
 envtest:
 	@hack/envtest.sh $(ENVTEST_DIR) $(ENVTEST_K8S_VERSION)
 
+agentsandbox:
+	@hack/agentsandbox.sh $(AGENTSANDBOX_DIR)
+
 repro:
 	$(GO) run ./examples/repro
 
 # Baselines and candidates run interleaved (10 times unless -n says) and
 # benchstat compares them; ratios come from the same run. About 5 minutes on
 # 2 cores.
-bench: envtest
+bench: envtest agentsandbox
 	hack/benchratio.sh ./bench Bare Stack Kubewire RetryableHTTP OtelHTTP
 	hack/benchratio.sh ./bench RetryBaseline Retry
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) hack/benchratio.sh ./kubeadapter ClientGoBare ClientGoApplied

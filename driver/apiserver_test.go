@@ -2,9 +2,11 @@ package driver_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/kubewire/kubewire/internal/kubetest"
 	"k8s.io/client-go/rest"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/driver"
 )
@@ -99,15 +102,21 @@ func (a *apiServer) addSandbox(ns, name string, running bool, fenceUID string, f
 	if a.version == "v1alpha1" {
 		spec = map[string]any{"replicas": int64(1)}
 	}
-	conds := []any{map[string]any{"type": "Ready", "status": "True", "reason": "Ready", "observedGeneration": int64(1)}}
+	// The conditions the real controllers write (DESIGN 5a): v0.5+ for
+	// v1beta1, v0.4.x for v1alpha1, which reports Ready for replicas 0.
+	cond := func(typ, status, reason string) any {
+		return map[string]any{"type": typ, "status": status, "reason": reason, "observedGeneration": int64(1), "lastTransitionTime": "2026-11-29T12:00:00Z", "message": ""}
+	}
+	conds := []any{cond("Suspended", "False", sandboxv1beta1.SandboxReasonNotSuspended), cond("Ready", "True", sandboxv1beta1.SandboxReasonDependenciesReady)}
+	if a.version == "v1alpha1" {
+		conds = []any{cond("Ready", "True", sandboxv1beta1.SandboxReasonDependenciesReady)}
+	}
 	if !running {
 		spec = map[string]any{"operatingMode": "Suspended"}
 		if a.version == "v1alpha1" {
 			spec = map[string]any{"replicas": int64(0)}
-		}
-		conds = []any{
-			map[string]any{"type": "Ready", "status": "False", "reason": "SandboxSuspended", "observedGeneration": int64(1)},
-			map[string]any{"type": "Suspended", "status": "True", "reason": "Suspended", "observedGeneration": int64(1)},
+		} else {
+			conds = []any{cond("Suspended", "True", sandboxv1beta1.SandboxReasonSuspendedPodTerminated), cond("Ready", "False", sandboxv1beta1.SandboxReasonSuspended)}
 		}
 	}
 	a.sandboxes[ns+"/"+name] = map[string]any{
@@ -153,7 +162,12 @@ func readBody(r *http.Request) string {
 var env *kubetest.Env
 
 func runMain(m *testing.M) {
-	kubetest.Main(m, &env, "crd")
+	crd, err := kubetest.SandboxCRD()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	kubetest.Main(m, &env, crd)
 }
 
 func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
@@ -193,8 +207,8 @@ func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, f)
 		return
 
-	// Events: /api/v1/namespaces/<ns>/events
-	case r.Method == http.MethodPost && len(parts) == 5 && parts[0] == "api" && parts[4] == "events":
+	// Events: /apis/events.k8s.io/v1/namespaces/<ns>/events
+	case r.Method == http.MethodPost && len(parts) == 6 && parts[1] == "events.k8s.io" && parts[5] == "events":
 		record("event")
 		var ev map[string]any
 		_ = json.Unmarshal(body, &ev)

@@ -1,16 +1,11 @@
 package driver
 
-import "time"
+import (
+	"fmt"
+	"time"
 
-// LiveFence is what a reconcile pass knows about a namespace's fence.
-type LiveFence struct {
-	// Known is false when the fence could not be read: nothing may be
-	// decided from it.
-	Known bool
-	// Present is false when the API server said the policy does not exist.
-	Present bool
-	Fence   Fence
-}
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+)
 
 // ActionType is what the reconciler does to one sandbox.
 type ActionType int
@@ -56,16 +51,21 @@ type Action struct {
 }
 
 // Decide returns what to do with sandbox s given the live fence of its
-// namespace. It is pure: the same inputs give the same action.
+// namespace. It is pure: it reads nothing but its arguments.
 //
 //	deleting                                              none
 //	fence unknown (its read failed)                       none
 //	intent running (running or bootstrapping), fence
 //	absent or recorded pair differs                       suspend, warn
-//	intent suspended (stopping or stopped), mismatch      none: converged or converging
-//	bootstrapping, Ready                                  clear-bootstrap
-//	bootstrapping past grace, API says Error              rollback, warn
+//	intent stopped (stopping or stopped), mismatch        none: converged or converging
+//	bootstrapping, Ready or Finished                      clear-bootstrap
+//	bootstrapping past grace, and the controller reports
+//	it failed (Error) or stuck (DependenciesNotReady,
+//	Unschedulable) for the current generation             rollback, warn
 //	anything else                                         none
+//
+// A bootstrap whose conditions are stale (the controller has not observed
+// it yet) is unknown, not stuck: it is never rolled back.
 func Decide(s Sandbox, live LiveFence, now time.Time, grace time.Duration) Action {
 	if s.Deleting || !live.Known {
 		return Action{}
@@ -84,10 +84,16 @@ func Decide(s Sandbox, live LiveFence, now time.Time, grace time.Duration) Actio
 		return Action{}
 	}
 	switch {
-	case s.Phase == PhaseReady:
+	case s.Phase == PhaseReady, s.Phase == PhaseFinished:
 		return Action{Type: ActionClearBootstrap}
-	case s.Running && s.Phase == PhaseError && now.Sub(s.BootstrapStarted) > grace:
-		return Action{Type: ActionRollback, Reason: "BootstrapFailed", Message: "sandbox failed to start within the bootstrap grace period; suspending it", Warn: true}
+	case s.Running && now.Sub(s.BootstrapStarted) > grace && (s.Phase == PhaseError || stuck(s)):
+		return Action{Type: ActionRollback, Reason: "BootstrapFailed", Message: fmt.Sprintf("sandbox did not start within the bootstrap grace period (%s: %s); suspending it", s.Reason, s.Message), Warn: true}
 	}
 	return Action{}
+}
+
+// stuck reports whether the controller says, for the current generation,
+// that the sandbox cannot become ready yet.
+func stuck(s Sandbox) bool {
+	return s.Phase == PhaseStarting && (s.Reason == sandboxv1beta1.SandboxReasonDependenciesNotReady || s.Reason == ReasonUnschedulable)
 }

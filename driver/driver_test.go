@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
@@ -52,6 +53,39 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	assert.Empty(t, a.requests, "invalid input reached the API server")
+}
+
+// TestCreateRejectsBadTemplate: what the Sandbox CRD would reject fails
+// before anything is sent, naming the field and the value.
+func TestCreateRejectsBadTemplate(t *testing.T) {
+	a := newAPIServer(t, "v1beta1")
+	d := newDriver(t, a, nil)
+	ctr := func(names ...string) driver.CreateSpec {
+		var spec driver.CreateSpec
+		for _, n := range names {
+			spec.PodTemplate.Spec.Containers = append(spec.PodTemplate.Spec.Containers, corev1.Container{Name: n, Image: "busybox"})
+		}
+		return spec
+	}
+	tests := []struct {
+		name    string
+		give    driver.CreateSpec
+		wantMsg string
+	}{
+		{"no pod template", driver.CreateSpec{}, "spec.podTemplate.spec.containers: required"},
+		{"unnamed container", ctr(""), `spec.podTemplate.spec.containers[0].name: "" is not a DNS label`},
+		{"bad container name", ctr("agent", "Side_Car"), `spec.podTemplate.spec.containers[1].name: "Side_Car" is not a DNS label`},
+		{"duplicate container", ctr("agent", "agent"), `spec.podTemplate.spec.containers[1].name: duplicate container name "agent"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := d.Create(context.Background(), "team-a", "sb", tt.give)
+			require.Error(t, err)
+			assert.Equal(t, driver.KindInvalidArgument, driver.KindOf(err))
+			assert.ErrorContains(t, err, tt.wantMsg)
+		})
+	}
+	assert.Zero(t, a.total(), "bad input reached the API server")
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {

@@ -2,116 +2,365 @@ package driver_test
 
 import (
 	"context"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/internal/kubetest"
 )
 
-// TestFenceOnAPIServer: on a real API server, a change to the fence
-// policy's spec bumps its generation; the next pass suspends the running
-// sandbox once (one Event), and the suspended one keeps its resourceVersion
-// across three passes.
-func TestFenceOnAPIServer(t *testing.T) {
+// The tests in this file run against a real kube-apiserver with the
+// Sandbox CRD of agent-sandbox's own module, and agent-sandbox's own
+// controller: the release in go.mod in this process (v1beta1), and the
+// v0.4.6 binary (v1alpha1 only) as a process. A fake kubelet runs the pods.
+
+// settle bounds waits for the controller; they end as soon as it acts.
+const settle = 30 * time.Second
+
+var agentPod = sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}}}
+
+// rig is one API server with the real controller and a fake kubelet for
+// one fresh namespace.
+type rig struct {
+	cfg     *rest.Config
+	cs      kubernetes.Interface
+	ns      string
+	kubelet *kubetest.Kubelet
+}
+
+// currentRig runs agent-sandbox's controller of the go.mod release in
+// process, against the package's API server.
+func currentRig(t *testing.T) *rig {
 	cfg := env.Config(t)
+	kubetest.RunController(t, cfg)
+	return newRig(t, cfg)
+}
+
+// legacyRig starts an API server of its own with the v0.4.6 CRD
+// (v1alpha1 only; it cannot share one with the v1beta1 CRD) and runs the
+// v0.4.6 controller binary against it.
+func legacyRig(t *testing.T) *rig {
+	env.Config(t) // skips or fails as the package's API server does
+	binary, crd := kubetest.LegacyController(t)
+	e := kubetest.Start(crd)
+	t.Cleanup(e.Stop)
+	cfg := e.Config(t)
+	kubetest.RunLegacyController(t, cfg, binary)
+	return newRig(t, cfg)
+}
+
+func newRig(t *testing.T, cfg *rest.Config) *rig {
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "sandboxes-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return &rig{cfg: cfg, cs: cs, ns: ns.Name, kubelet: kubetest.RunKubelet(t, cfg, ns.Name)}
+}
+
+// driver returns a driver for the rig's namespace whose requests go
+// through counter, if not nil.
+func (r *rig) driver(t *testing.T, counter *writes, opts ...driver.Option) *driver.Driver {
+	cfg := rest.CopyConfig(r.cfg)
+	if counter != nil {
+		cfg.Wrap(counter.wrap)
+	}
+	d, err := driver.New(cfg, "gw", []string{r.ns}, opts...)
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	return d
+}
+
+// waitPhase waits until the sandbox reaches want and returns it.
+func waitPhase(t *testing.T, d *driver.Driver, ns, name string, want driver.Phase) driver.Sandbox {
+	t.Helper()
+	var got driver.Sandbox
+	require.Eventually(t, func() bool {
+		var err error
+		got, err = d.Get(context.Background(), ns, name)
+		return assert.NoError(t, err) && got.Phase == want
+	}, settle, 20*time.Millisecond, "sandbox %s/%s never reached %s", ns, name, want)
+	return got
+}
+
+// lifecycle: create reaches Ready; Stop returns Stopping or Stopped and
+// then reaches Stopped; start reaches Ready again; delete removes it.
+func lifecycle(t *testing.T, r *rig, version string) {
 	ctx := context.Background()
-	nsObj, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "sandboxes-"}}, metav1.CreateOptions{})
+	d := r.driver(t, nil)
+	s, err := d.Create(ctx, r.ns, "life", driver.CreateSpec{PodTemplate: agentPod})
 	require.NoError(t, err)
-	ns := nsObj.Name
+	assert.Equal(t, version, s.Version)
+	assert.Equal(t, driver.PhaseStarting, s.Phase)
+	waitPhase(t, d, r.ns, "life", driver.PhaseReady)
 
-	var l logs
-	d, err := driver.New(cfg, "gw", []string{ns}, driver.WithLogger(l.logger()))
+	// Hold the pod's deletion, so that Stopping is observed for what it is.
+	r.kubelet.Hold("life")
+	s, err = d.Stop(ctx, r.ns, "life")
 	require.NoError(t, err)
+	assert.Contains(t, []driver.Phase{driver.PhaseStopping, driver.PhaseStopped}, s.Phase)
+	assert.False(t, s.Running)
+	require.Eventually(t, func() bool {
+		pod, err := r.cs.CoreV1().Pods(r.ns).Get(ctx, "life", metav1.GetOptions{})
+		return err == nil && pod.DeletionTimestamp != nil
+	}, settle, 20*time.Millisecond, "the controller deletes the pod")
+	s, err = d.Get(ctx, r.ns, "life")
+	require.NoError(t, err)
+	assert.Equal(t, driver.PhaseStopping, s.Phase, "the pod is still terminating")
+	r.kubelet.Release("life")
+	waitPhase(t, d, r.ns, "life", driver.PhaseStopped)
 
-	running, err := d.Create(ctx, ns, "running", driver.CreateSpec{PodTemplate: map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "agent", "image": "busybox"}}}}})
+	s, err = d.Start(ctx, r.ns, "life")
 	require.NoError(t, err)
-	assert.Equal(t, driver.PhaseStarting, running.Phase)
-	assert.True(t, running.Running)
-	assert.EqualValues(t, 1, running.Fence.Generation)
-	_, err = d.Create(ctx, ns, "stopped", driver.CreateSpec{})
-	require.NoError(t, err)
-	_, err = d.Create(ctx, ns, "running", driver.CreateSpec{})
-	assert.Equal(t, driver.KindAlreadyExists, driver.KindOf(err))
+	assert.Equal(t, driver.PhaseStarting, s.Phase)
+	waitPhase(t, d, r.ns, "life", driver.PhaseReady)
 
-	kubetest.Controller(t, cfg, ns, "running")
-	_, err = d.Stop(ctx, ns, "stopped")
-	require.NoError(t, err)
-	kubetest.Controller(t, cfg, ns, "stopped")
+	require.NoError(t, d.Delete(ctx, r.ns, "life"))
+	require.Eventually(t, func() bool {
+		_, err := d.Get(ctx, r.ns, "life")
+		return driver.KindOf(err) == driver.KindNotFound
+	}, settle, 20*time.Millisecond)
+}
 
-	got, err := d.Get(ctx, ns, "running")
-	require.NoError(t, err)
-	assert.Equal(t, driver.PhaseReady, got.Phase)
-	stopped, err := d.Get(ctx, ns, "stopped")
-	require.NoError(t, err)
-	assert.Equal(t, driver.PhaseStopped, stopped.Phase)
+func TestLifecycle(t *testing.T) {
+	t.Run("v1beta1", func(t *testing.T) { lifecycle(t, currentRig(t), "v1beta1") })
+	t.Run("v1alpha1 (v0.4.6)", func(t *testing.T) { lifecycle(t, legacyRig(t), "v1alpha1") })
+}
 
-	r := driver.NewReconciler(d)
-	stats, err := r.Pass(ctx)
+// TestStartStuckIsRolledBack: a start the scheduler cannot place is
+// Starting while it waits; past the bootstrap grace the reconciler
+// suspends it (never deletes it).
+func TestStartStuckIsRolledBack(t *testing.T) {
+	r := currentRig(t)
+	ctx := context.Background()
+	r.kubelet.Set("stuck", kubetest.PodUnschedulable)
+	d := r.driver(t, nil)
+	_, err := d.Create(ctx, r.ns, "stuck", driver.CreateSpec{PodTemplate: agentPod})
 	require.NoError(t, err)
-	assert.Equal(t, 1, stats.Actions, "the Ready sandbox's bootstrap mark is cleared")
-	assert.Zero(t, stats.Warnings)
-	stats, err = r.Pass(ctx)
-	require.NoError(t, err)
-	assert.Zero(t, stats.Actions, "converged with the current fence")
+	var s driver.Sandbox
+	require.Eventually(t, func() bool {
+		s, err = d.Get(ctx, r.ns, "stuck")
+		return assert.NoError(t, err) && s.Reason == driver.ReasonUnschedulable
+	}, settle, 20*time.Millisecond)
+	assert.Equal(t, driver.PhaseStarting, s.Phase)
 
-	// Change the fence's spec: the API server bumps its generation.
-	np, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
+	rec := driver.NewReconciler(d, driver.WithBootstrapGrace(time.Hour))
+	stats, err := rec.Pass(ctx)
 	require.NoError(t, err)
-	np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
-	np, err = cs.NetworkingV1().NetworkPolicies(ns).Update(ctx, np, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	require.EqualValues(t, 2, np.Generation)
+	assert.Zero(t, stats.Actions, "within the grace period")
 
-	stopped, err = d.Get(ctx, ns, "stopped")
-	require.NoError(t, err)
-	rv := stopped.ResourceVersion
-
-	stats, err = r.Pass(ctx)
+	rec = driver.NewReconciler(d, driver.WithBootstrapGrace(0))
+	stats, err = rec.Pass(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, stats.Actions)
 	assert.Equal(t, 1, stats.Warnings)
-	got, err = d.Get(ctx, ns, "running")
-	require.NoError(t, err)
-	assert.False(t, got.Running, "the running sandbox was suspended: fail closed")
+	s = waitPhase(t, d, r.ns, "stuck", driver.PhaseStopped)
+	assert.False(t, s.Running)
+}
 
-	for i := 0; i < 3; i++ {
-		stats, err = r.Pass(ctx)
+// TestPodNotOwnedStopFails: a pod of the sandbox's name that the sandbox
+// does not own is never deleted by the controller; the stop cannot
+// complete, and the driver says so instead of reporting Stopping forever.
+func TestPodNotOwnedStopFails(t *testing.T) {
+	r := currentRig(t)
+	ctx := context.Background()
+	_, err := r.cs.CoreV1().Pods(r.ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "squatted", Labels: map[string]string{driver.LabelSandbox: "squatted"}},
+		Spec:       agentPod.Spec,
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	d := r.driver(t, nil)
+	_, err = d.Create(ctx, r.ns, "squatted", driver.CreateSpec{PodTemplate: agentPod})
+	require.NoError(t, err)
+	_, err = d.Stop(ctx, r.ns, "squatted")
+	require.NoError(t, err, "the controller has not yet seen the stop")
+	s := waitPhase(t, d, r.ns, "squatted", driver.PhaseError)
+	assert.Equal(t, sandboxv1beta1.SandboxReasonSuspendedPodNotOwned, s.Reason)
+	_, err = d.Stop(ctx, r.ns, "squatted")
+	assert.Equal(t, driver.KindPrecondition, driver.KindOf(err))
+	assert.ErrorContains(t, err, "PodNotOwned")
+}
+
+// TestCRDRequiresPodTemplate: the real CRD rejects a sandbox without a
+// container, which is why Create checks it before sending anything.
+func TestCRDRequiresPodTemplate(t *testing.T) {
+	cfg := env.Config(t)
+	cs, err := versioned.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = cs.AgentsV1beta1().Sandboxes("default").Create(context.Background(), &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}, metav1.CreateOptions{})
+	require.Error(t, err)
+	assert.True(t, apierrors.IsInvalid(err), "%v", err)
+	assert.ErrorContains(t, err, "spec.podTemplate.spec.containers")
+}
+
+// writes counts the requests that change sandboxes, per sandbox name, at
+// the driver's transport; fail, when set, answers instead of the server.
+type writes struct {
+	mu      sync.Mutex
+	patches map[string]int
+	other   int
+	fail    func(*http.Request) bool
+}
+
+func (w *writes) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		w.mu.Lock()
+		fail := w.fail
+		if p := req.URL.Path; strings.Contains(p, "/sandboxes/") || strings.HasSuffix(p, "/sandboxes") {
+			switch req.Method {
+			case http.MethodPatch:
+				name := req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
+				w.patches[name]++
+			case http.MethodPost, http.MethodPut, http.MethodDelete:
+				w.other++
+			}
+		}
+		w.mu.Unlock()
+		if fail != nil && fail(req) {
+			return nil, &net503{}
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+func (w *writes) reset() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.patches
+	w.patches = map[string]int{}
+	out["(create, update or delete)"] = w.other
+	w.other = 0
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// net503 is a transport failure the test injects.
+type net503 struct{}
+
+func (*net503) Error() string { return "injected: connection refused" }
+
+// seedRegression is the field report on the real controller: 3 suspended
+// and 2 running sandboxes; the fence's generation moves; pass 1 writes
+// once to each running sandbox and to no suspended one, with one Event per
+// transition; passes 2 and 3 write nothing and warn about nothing.
+func seedRegression(t *testing.T, r *rig) {
+	ctx := context.Background()
+	counter := &writes{patches: map[string]int{}}
+	var l logs
+	d := r.driver(t, counter, driver.WithLogger(l.logger()))
+	names := []string{"run-0", "run-1", "sus-0", "sus-1", "sus-2"}
+	for _, name := range names {
+		_, err := d.Create(ctx, r.ns, name, driver.CreateSpec{PodTemplate: agentPod})
 		require.NoError(t, err)
-		assert.Zero(t, stats.Actions)
-		assert.Zero(t, stats.Warnings)
 	}
-	stopped, err = d.Get(ctx, ns, "stopped")
+	for _, name := range names {
+		waitPhase(t, d, r.ns, name, driver.PhaseReady)
+	}
+	for _, name := range names[2:] {
+		_, err := d.Stop(ctx, r.ns, name)
+		require.NoError(t, err)
+	}
+	for _, name := range names[2:] {
+		waitPhase(t, d, r.ns, name, driver.PhaseStopped)
+	}
+	rec := driver.NewReconciler(d)
+	stats, err := rec.Pass(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, rv, stopped.ResourceVersion, "the suspended sandbox was not written")
-	assert.Equal(t, 1, l.count(staleWarning), "one warning for the one transition")
-
-	events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=running,reason=StaleFence"})
-	require.NoError(t, err)
-	assert.Len(t, events.Items, 1)
-	assert.Equal(t, corev1.EventTypeWarning, events.Items[0].Type)
-
-	// Start re-admits it under the current fence; the reconciler agrees.
-	started, err := d.Start(ctx, ns, "running")
-	require.NoError(t, err)
-	assert.EqualValues(t, 2, started.Fence.Generation)
-	stats, err = r.Pass(ctx)
-	require.NoError(t, err)
+	assert.Equal(t, 2, stats.Actions, "the running sandboxes' bootstrap marks are cleared")
 	assert.Zero(t, stats.Warnings)
 
-	list, err := d.List(ctx, ns)
+	// Change the fence's spec: the API server bumps its generation.
+	np, err := r.cs.NetworkingV1().NetworkPolicies(r.ns).Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Len(t, list, 2)
+	np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+	np, err = r.cs.NetworkingV1().NetworkPolicies(r.ns).Update(ctx, np, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, np.Generation)
+	counter.reset()
 
-	require.NoError(t, d.Delete(ctx, ns, "running"))
-	_, err = d.Get(ctx, ns, "running")
-	assert.Equal(t, driver.KindNotFound, driver.KindOf(err))
+	stats, err = rec.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, driver.PassStats{Seen: 5, Actions: 2, Warnings: 2, Duration: stats.Duration}, stats)
+	assert.Equal(t, map[string]int{"run-0": 1, "run-1": 1, "(create, update or delete)": 0}, counter.reset(), "pass 1: one write to each running sandbox")
+	for pass := 2; pass <= 3; pass++ {
+		stats, err = rec.Pass(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, driver.PassStats{Seen: 5, Duration: stats.Duration}, stats, "pass %d", pass)
+		assert.Equal(t, map[string]int{"(create, update or delete)": 0}, counter.reset(), "pass %d writes nothing", pass)
+	}
+	assert.Equal(t, 2, l.count(staleWarning), "one warning per transition")
+	for _, name := range names[:2] {
+		waitPhase(t, d, r.ns, name, driver.PhaseStopped)
+	}
+
+	// One Event per transition, through client-go's recorder.
+	d.Close()
+	require.Eventually(t, func() bool { return len(staleEvents(t, r)) == 2 }, settle, 20*time.Millisecond)
+	for _, ev := range staleEvents(t, r) {
+		assert.Contains(t, []string{"run-0", "run-1"}, ev.Regarding.Name)
+		assert.Equal(t, "Sandbox", ev.Regarding.Kind)
+		assert.Equal(t, corev1.EventTypeWarning, ev.Type)
+		assert.Equal(t, "Suspend", ev.Action)
+		assert.Nil(t, ev.Series, "a single occurrence, not a series")
+	}
+}
+
+func staleEvents(t *testing.T, r *rig) []eventsv1.Event {
+	list, err := r.cs.EventsV1().Events(r.ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.ReportingController == driver.DefaultDriverName && ev.Reason == "StaleFence" {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func TestSeedRegression(t *testing.T) {
+	t.Run("v1beta1", func(t *testing.T) { seedRegression(t, currentRig(t)) })
+	t.Run("v1alpha1 (v0.4.6)", func(t *testing.T) { seedRegression(t, legacyRig(t)) })
+}
+
+// TestUnreadableFence: when the fence cannot be read, the pass reports an
+// error and writes nothing, though every sandbox runs under an old fence.
+func TestUnreadableFence(t *testing.T) {
+	r := currentRig(t)
+	ctx := context.Background()
+	counter := &writes{patches: map[string]int{}}
+	d := r.driver(t, counter)
+	for _, name := range []string{"a", "b"} {
+		_, err := d.Create(ctx, r.ns, name, driver.CreateSpec{PodTemplate: agentPod})
+		require.NoError(t, err)
+	}
+	require.NoError(t, r.cs.NetworkingV1().NetworkPolicies(r.ns).Delete(ctx, driver.DefaultFenceName, metav1.DeleteOptions{}))
+	counter.reset()
+	counter.mu.Lock()
+	counter.fail = func(req *http.Request) bool { return strings.Contains(req.URL.Path, "/networkpolicies") }
+	counter.mu.Unlock()
+
+	stats, err := driver.NewReconciler(d).Pass(ctx)
+	require.Error(t, err)
+	assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
+	assert.ErrorContains(t, err, "injected")
+	assert.Equal(t, 1, stats.Errors)
+	assert.Zero(t, stats.Actions)
+	assert.Equal(t, map[string]int{"(create, update or delete)": 0}, counter.reset(), "unknown is not absent: nothing written")
 }

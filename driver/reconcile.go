@@ -169,20 +169,19 @@ func (r *Reconciler) act(ctx context.Context, s *Sandbox, live LiveFence, now ti
 	// fails with 409 and is decided again, so they are safe to retry.
 	ctx = retry.WithIdempotent(ctx)
 	var patched bool
-	out, err := d.update(ctx, "reconcile", s.Namespace, s.Name, s, func(cur Sandbox, version string) map[string]any {
+	out, err := d.update(ctx, "reconcile", s.Namespace, s.Name, s, func(cur Sandbox) *patch {
 		patched = false
-		again := Decide(cur, live, now, r.grace)
-		if again.Type != a.Type {
+		if Decide(cur, live, now, r.grace).Type != a.Type {
 			return nil
 		}
-		patched = true
 		switch a.Type {
 		case ActionSuspend, ActionRollback:
-			return suspendPatch(version)
+			patched = true
+			return suspendPatch(cur.Version)
 		case ActionClearBootstrap:
-			return map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationBootstrap: nil}}}
+			patched = true
+			return clearBootstrapPatch()
 		}
-		patched = false
 		return nil
 	})
 	if err != nil {
@@ -192,12 +191,18 @@ func (r *Reconciler) act(ctx context.Context, s *Sandbox, live LiveFence, now ti
 		r.log.Info("warning: "+a.Message, "namespace", s.Namespace, "sandbox", s.Name, "action", a.Type.String(),
 			"recordedFenceUID", s.Fence.UID, "recordedFenceGeneration", s.Fence.Generation,
 			"liveFenceUID", live.Fence.UID, "liveFenceGeneration", live.Fence.Generation)
-		d.mu.Lock()
-		version := d.version
-		d.mu.Unlock()
-		if err := d.event(ctx, out, version, a.Reason, a.Message); err != nil {
-			r.log.Error(err, "recording event", "namespace", s.Namespace, "sandbox", s.Name)
-		}
+		d.events.warn(out, a.Reason, actionVerb(a.Type), a.Message)
 	}
 	return patched, nil
+}
+
+// actionVerb is the action of an Event, what the driver did.
+func actionVerb(t ActionType) string {
+	switch t {
+	case ActionSuspend, ActionRollback:
+		return "Suspend"
+	case ActionClearBootstrap:
+		return "ClearBootstrap"
+	}
+	return "None"
 }

@@ -2,7 +2,6 @@ package driver_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -58,6 +57,7 @@ func newDriver(t testing.TB, a *apiServer, l *logs, opts ...driver.Option) *driv
 	}
 	d, err := driver.New(a.config(), "gw", []string{"team-a", "team-b"}, append(base, opts...)...)
 	require.NoError(t, err)
+	t.Cleanup(d.Close)
 	return d
 }
 
@@ -118,7 +118,8 @@ func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, driver.PassStats{Seen: 5, Actions: 5, Warnings: 5, Duration: stats.Duration}, stats)
 			assert.Equal(t, 5, a.count("PATCH patch"))
-			assert.Equal(t, 5, a.count("POST event"))
+			// client-go's recorder writes Events in the background.
+			assert.Eventually(t, func() bool { return a.count("POST event") == 5 }, 10*time.Second, 10*time.Millisecond)
 			assert.Equal(t, 5, l.count(staleWarning))
 			for _, name := range []string{"team-a/sb-0", "team-b/sb-x"} {
 				ns, n, _ := strings.Cut(name, "/")
@@ -136,7 +137,8 @@ func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
 				assert.Zero(t, stats.Actions)
 				assert.Zero(t, stats.Warnings)
 			}
-			assert.Equal(t, 10, a.mutations(), "converged: nothing after the first pass")
+			assert.Equal(t, 5, a.count("PATCH patch"), "converged: nothing after the first pass")
+			assert.Equal(t, 10, a.mutations(), "five patches and five Events, all from the first pass")
 			assert.Equal(t, 5, l.count(staleWarning), "one warning per transition")
 		})
 	}
@@ -247,27 +249,39 @@ func TestListPaginates(t *testing.T) {
 	assert.Equal(t, 2+1, a.count("GET list"), "team-a's four in pages of 2, team-b's one in one")
 }
 
-func TestRunJitters(t *testing.T) {
+// TestRunPassesAtStart: Run's first pass does not wait for a period.
+func TestRunPassesAtStart(t *testing.T) {
 	a := staleFixture(t, "v1beta1", false)
-	var mu sync.Mutex
-	var at []time.Time
-	r := driver.NewReconciler(newDriver(t, a, nil), driver.WithPeriod(time.Second), driver.WithJitter(0.2), driver.WithObserver(func(driver.PassStats) {
-		mu.Lock()
-		at = append(at, time.Now())
-		mu.Unlock()
+	passed := make(chan driver.PassStats, 1)
+	r := driver.NewReconciler(newDriver(t, a, nil), driver.WithPeriod(time.Hour), driver.WithObserver(func(s driver.PassStats) {
+		select {
+		case passed <- s:
+		default:
+		}
 	}))
-	ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	err := r.Run(ctx)
-	assert.True(t, errors.Is(err, context.DeadlineExceeded))
-	mu.Lock()
-	defer mu.Unlock()
-	require.GreaterOrEqual(t, len(at), 3)
-	assert.Less(t, at[0].Sub(start), 500*time.Millisecond, "the first pass runs at start")
-	for i := 1; i < len(at); i++ {
-		gap := at[i].Sub(at[i-1])
-		assert.GreaterOrEqual(t, gap, 750*time.Millisecond)
-		assert.LessOrEqual(t, gap, 1300*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	stats := <-passed
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+	assert.Equal(t, 5, stats.Seen)
+}
+
+// TestJitter: the waits between passes spread over period*(1±jitter), so
+// passes never beat in step with a timeout of the same length.
+func TestJitter(t *testing.T) {
+	a := staleFixture(t, "v1beta1", false)
+	r := driver.NewReconciler(newDriver(t, a, nil), driver.WithPeriod(10*time.Second), driver.WithJitter(0.2))
+	lo, hi := time.Duration(1<<62), time.Duration(0)
+	for i := 0; i < 1000; i++ {
+		w := driver.NextWait(r)
+		require.GreaterOrEqual(t, w, 8*time.Second)
+		require.LessOrEqual(t, w, 12*time.Second)
+		lo, hi = min(lo, w), max(hi, w)
 	}
+	// 1000 uniform draws miss the outer tenth of either side with
+	// probability 0.95^1000, about 5e-23.
+	assert.Less(t, lo, 8500*time.Millisecond, "waits spread down to period*(1-jitter)")
+	assert.Greater(t, hi, 11500*time.Millisecond, "waits spread up to period*(1+jitter)")
 }

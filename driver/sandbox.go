@@ -1,11 +1,11 @@
 package driver
 
 import (
-	"strconv"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 )
 
 // Labels and annotations the driver puts on the sandboxes it owns.
@@ -32,7 +32,17 @@ const (
 	PhaseStopping     Phase = "Stopping"
 	PhaseStopped      Phase = "Stopped"
 	PhaseDeleting     Phase = "Deleting"
-	PhaseError        Phase = "Error"
+	// PhaseFinished is terminal and not a failure: the pod succeeded, or
+	// the sandbox expired and its object is retained.
+	PhaseFinished Phase = "Finished"
+	PhaseError    Phase = "Error"
+)
+
+// Reasons the driver reports beside a phase that come from the pod rather
+// than from a Sandbox condition.
+const (
+	// ReasonUnschedulable mirrors the pod's PodScheduled=False reason.
+	ReasonUnschedulable = "Unschedulable"
 )
 
 // Fence identifies a fence NetworkPolicy: the pair the API server assigns.
@@ -44,21 +54,32 @@ type Fence struct {
 // IsZero reports whether f names no policy.
 func (f Fence) IsZero() bool { return f.UID == "" }
 
-// Condition is a status condition of a Sandbox.
-type Condition struct {
-	Type               string
-	Status             string
-	Reason             string
-	ObservedGeneration int64
-}
+// PodState is what the driver knows of a stopped v1alpha1 sandbox's pod.
+// Controllers up to v0.4.x report Ready=True for a sandbox with replicas 0
+// whether or not its pod is still terminating, so only the pod itself tells
+// Stopping from Stopped.
+type PodState int
 
-// Sandbox is the driver's view of a Sandbox resource.
+const (
+	// PodNotChecked: the pod was not looked up (not needed, or v1beta1).
+	PodNotChecked PodState = iota
+	// PodPresent: the sandbox's pod still exists.
+	PodPresent
+	// PodAbsent: the API server listed the sandbox's pods and found none.
+	PodAbsent
+)
+
+// Sandbox is the driver's view of a Sandbox resource of either served
+// version.
 type Sandbox struct {
 	Namespace       string
 	Name            string
 	UID             types.UID
 	ResourceVersion string
 	Generation      int64
+	// Version is the API version the sandbox was read through: v1beta1,
+	// or v1alpha1 on agent-sandbox releases before v0.5.0.
+	Version string
 	// Running is the intent: spec.operatingMode Running (v1beta1) or
 	// spec.replicas 1 (v1alpha1).
 	Running  bool
@@ -68,138 +89,152 @@ type Sandbox struct {
 	// BootstrapStarted is when the last create or start began; zero when no
 	// bootstrap is in progress.
 	BootstrapStarted time.Time
-	// HasStatus reports whether the resource has any status.
+	// HasStatus reports whether the controller has written any status.
 	HasStatus  bool
-	Conditions []Condition
-	Phase      Phase
-}
+	Conditions []metav1.Condition
+	// Pod is checked only for a stopped v1alpha1 sandbox; see [PodState].
+	Pod   PodState
+	Phase Phase
+	// Reason and Message explain Phase: the reason and message of the
+	// current condition it was derived from, for example PodNotOwned for a
+	// stop that cannot complete. Empty when the phase comes from intent
+	// alone (the controller has not yet observed the last change).
+	Reason  string
+	Message string
 
-// fromUnstructured reads a Sandbox of either served version.
-func fromUnstructured(u *unstructured.Unstructured) Sandbox {
-	s := Sandbox{
-		Namespace:       u.GetNamespace(),
-		Name:            u.GetName(),
-		UID:             u.GetUID(),
-		ResourceVersion: u.GetResourceVersion(),
-		Generation:      u.GetGeneration(),
-		Deleting:        u.GetDeletionTimestamp() != nil,
-	}
-	if mode, ok, _ := unstructured.NestedString(u.Object, "spec", "operatingMode"); ok {
-		s.Running = mode != "Suspended"
-	} else if replicas, ok, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); ok {
-		s.Running = replicas > 0
-	} else {
-		// v1beta1 defaults operatingMode to Running.
-		s.Running = true
-	}
-	ann := u.GetAnnotations()
-	if uid := ann[AnnotationFenceUID]; uid != "" {
-		gen, err := strconv.ParseInt(ann[AnnotationFenceGeneration], 10, 64)
-		if err == nil {
-			s.Fence = Fence{UID: types.UID(uid), Generation: gen}
-		}
-	}
-	if t, err := time.Parse(time.RFC3339, ann[AnnotationBootstrap]); err == nil {
-		s.BootstrapStarted = t
-	}
-	if status, ok := u.Object["status"].(map[string]any); ok && len(status) > 0 {
-		s.HasStatus = true
-	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		cond := Condition{}
-		cond.Type, _ = m["type"].(string)
-		cond.Status, _ = m["status"].(string)
-		cond.Reason, _ = m["reason"].(string)
-		switch g := m["observedGeneration"].(type) {
-		case int64:
-			cond.ObservedGeneration = g
-		case float64:
-			cond.ObservedGeneration = int64(g)
-		}
-		s.Conditions = append(s.Conditions, cond)
-	}
-	s.Phase = DerivePhase(s)
-	return s
+	labels map[string]string
 }
 
 // condition returns the condition of type t that describes the current
 // generation. A condition that records an observedGeneration other than
-// metadata.generation is stale and ignored; one that records none is taken
-// as current.
-func (s Sandbox) condition(t string) (Condition, bool) {
-	for _, c := range s.Conditions {
-		if c.Type != t {
+// metadata.generation is stale: right after a stop or start every condition
+// is, until the controller catches up. One that records none is taken as
+// current.
+func (s *Sandbox) condition(t sandboxv1beta1.ConditionType) *metav1.Condition {
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		if c.Type != string(t) {
 			continue
 		}
 		if c.ObservedGeneration != 0 && c.ObservedGeneration != s.Generation {
-			return Condition{}, false
+			return nil
 		}
-		return c, true
+		return c
 	}
-	return Condition{}, false
+	return nil
 }
 
-// DerivePhase derives a sandbox's phase; the first match wins:
+// DerivePhase derives a sandbox's phase from its intent and the conditions
+// the controller wrote for the current generation. It is pure. The first
+// match wins:
 //
-//	deletionTimestamp set                           Deleting
-//	bootstrap in progress, not Ready                Starting (intent running) or Stopping
-//	Ready=True                                      Ready
-//	Suspended=True                                  Stopped
-//	Ready=False, reason SandboxSuspended            Stopping
-//	Ready=False, DependenciesNotReady or
-//	ReconcilerError                                 Provisioning
-//	Ready=False, any other reason                   Error
-//	no Ready condition                              Provisioning
-//	no status                                       Unknown
+//	deletionTimestamp set                                   Deleting
+//	no status, bootstrap in progress                        Starting
+//	no status                                               Unknown
+//	no current condition (the controller has not observed
+//	the last stop or start)                                 Starting or Stopping, by intent
 //
-// Ready is authoritative: a stale Suspended=True next to Ready=True (an old
-// controller after a resume) does not make a sandbox Stopped. Conditions of
-// an older generation are ignored.
+//	intent stopped:
+//	  Suspended=True (v0.5+)                                Stopped
+//	  Suspended=False, PodNotOwned (the stop cannot finish) Error
+//	  other Suspended                                       Stopping
+//	  no Suspended (v0.4.x, v1alpha1): pod gone             Stopped
+//	  no Suspended, pod present or not checked              Stopping
+//
+//	intent running:
+//	  Ready=True                                            Ready
+//	  Finished=True PodSucceeded, Ready=False PodSucceeded
+//	  or SandboxExpired                                     Finished
+//	  Finished=True PodFailed, Ready=False PodFailed or
+//	  MultiplePods                                          Error
+//	  not ready yet (DependenciesNotReady, ReconcilerError,
+//	  no Ready), bootstrap in progress                      Starting
+//	  not ready yet, no bootstrap                           Provisioning
+//	  Ready=False, any other reason                         Error
+//
+// Ready is authoritative while running: a stale Suspended=True next to
+// Ready=True (v0.5.0 to v0.5.3 after a resume) does not make a sandbox
+// Stopped. While stopped it is not: v0.4.x reports Ready=True for replicas 0.
 func DerivePhase(s Sandbox) Phase {
-	if s.Deleting {
-		return PhaseDeleting
-	}
-	ready, hasReady := s.condition("Ready")
-	suspended, hasSuspended := s.condition("Suspended")
-	readyTrue := hasReady && ready.Status == "True"
-	if !s.BootstrapStarted.IsZero() && !readyTrue && !failed(ready, hasReady) {
-		if s.Running {
-			return PhaseStarting
-		}
-		if !(hasSuspended && suspended.Status == "True") {
-			return PhaseStopping
-		}
-	}
-	switch {
-	case readyTrue:
-		return PhaseReady
-	case hasSuspended && suspended.Status == "True":
-		return PhaseStopped
-	case hasReady && ready.Status == "False" && ready.Reason == "SandboxSuspended":
-		return PhaseStopping
-	case hasReady && ready.Status == "False" && (ready.Reason == "DependenciesNotReady" || ready.Reason == "ReconcilerError"):
-		return PhaseProvisioning
-	case hasReady && ready.Status == "False":
-		return PhaseError
-	case !s.HasStatus:
-		return PhaseUnknown
-	}
-	return PhaseProvisioning
+	p, _ := derive(&s)
+	return p
 }
 
-// failed reports whether a Ready condition says the sandbox failed.
-func failed(ready Condition, ok bool) bool {
-	if !ok || ready.Status != "False" {
-		return false
+// derive returns the phase and the condition that decided it, if any.
+func derive(s *Sandbox) (Phase, *metav1.Condition) {
+	if s.Deleting {
+		return PhaseDeleting, nil
+	}
+	bootstrapping := !s.BootstrapStarted.IsZero()
+	if !s.HasStatus {
+		if bootstrapping && s.Running {
+			return PhaseStarting, nil
+		}
+		return PhaseUnknown, nil
+	}
+	ready := s.condition(sandboxv1beta1.SandboxConditionReady)
+	suspended := s.condition(sandboxv1beta1.SandboxConditionSuspended)
+	finished := s.condition(sandboxv1beta1.SandboxConditionFinished)
+	if ready == nil && suspended == nil && finished == nil {
+		if s.Running {
+			return PhaseStarting, nil
+		}
+		return PhaseStopping, nil
+	}
+	if !s.Running {
+		switch {
+		case suspended != nil && suspended.Status == metav1.ConditionTrue:
+			return PhaseStopped, suspended
+		case suspended != nil && suspended.Reason == sandboxv1beta1.SandboxReasonSuspendedPodNotOwned:
+			return PhaseError, suspended
+		case suspended != nil:
+			return PhaseStopping, suspended
+		case s.Pod == PodAbsent:
+			return PhaseStopped, nil
+		}
+		return PhaseStopping, nil
+	}
+	if ready != nil && ready.Status == metav1.ConditionTrue {
+		return PhaseReady, ready
+	}
+	if finished != nil && finished.Status == metav1.ConditionTrue {
+		if finished.Reason == sandboxv1beta1.SandboxReasonPodSucceeded {
+			return PhaseFinished, finished
+		}
+		return PhaseError, finished
+	}
+	notYet := PhaseProvisioning
+	if bootstrapping {
+		notYet = PhaseStarting
+	}
+	if ready == nil {
+		return notYet, nil
 	}
 	switch ready.Reason {
-	case "SandboxSuspended", "DependenciesNotReady", "ReconcilerError", "":
-		return false
+	case sandboxv1beta1.SandboxReasonPodSucceeded, sandboxv1beta1.SandboxReasonExpired:
+		return PhaseFinished, ready
+	case sandboxv1beta1.SandboxReasonDependenciesNotReady, reasonReconcilerError, sandboxv1beta1.SandboxReasonSuspended:
+		// SandboxSuspended while the intent is running: the controller
+		// has not yet started the pod again.
+		if sched := s.condition(sandboxv1beta1.SandboxConditionPodScheduled); sched != nil &&
+			sched.Status == metav1.ConditionFalse && sched.Reason == ReasonUnschedulable {
+			return notYet, sched
+		}
+		return notYet, ready
 	}
-	return true
+	return PhaseError, ready
+}
+
+// reasonReconcilerError is the Ready reason the controller sets when its
+// reconcile failed; agent-sandbox has no constant for it.
+const reasonReconcilerError = "ReconcilerError"
+
+// withPhase fills in s's phase and its explanation.
+func withPhase(s Sandbox) Sandbox {
+	p, c := derive(&s)
+	s.Phase = p
+	if c != nil {
+		s.Reason, s.Message = c.Reason, c.Message
+	}
+	return s
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/clientcmd"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/driver"
 )
@@ -69,6 +70,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		return 2
 	}
+	defer d.Close()
 	srv := &http.Server{Addr: *listen, Handler: newHandler(d), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		_ = driver.NewReconciler(d, driver.WithPeriod(*period)).Run(ctx)
@@ -94,6 +96,8 @@ type sandbox struct {
 	UID             string `json:"uid"`
 	ResourceVersion string `json:"resourceVersion"`
 	Phase           string `json:"phase"`
+	Reason          string `json:"reason,omitempty"`
+	Message         string `json:"message,omitempty"`
 	Running         bool   `json:"running"`
 	FenceUID        string `json:"fenceUID,omitempty"`
 	FenceGeneration int64  `json:"fenceGeneration,omitempty"`
@@ -102,7 +106,7 @@ type sandbox struct {
 func view(s driver.Sandbox) sandbox {
 	return sandbox{
 		Namespace: s.Namespace, Name: s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
-		Phase: string(s.Phase), Running: s.Running, FenceUID: string(s.Fence.UID), FenceGeneration: s.Fence.Generation,
+		Phase: string(s.Phase), Reason: s.Reason, Message: s.Message, Running: s.Running, FenceUID: string(s.Fence.UID), FenceGeneration: s.Fence.Generation,
 	}
 }
 
@@ -124,8 +128,8 @@ func newHandler(d *driver.Driver) http.Handler {
 	})
 	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
-			Name        string         `json:"name"`
-			PodTemplate map[string]any `json:"podTemplate"`
+			Name        string                     `json:"name"`
+			PodTemplate sandboxv1beta1.PodTemplate `json:"podTemplate"`
 		}
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 			respond(w, 0, nil, &driver.Error{Op: "create", Namespace: r.PathValue("ns"), Kind: driver.KindInvalidArgument, Err: fmt.Errorf("request body: %w", err)})

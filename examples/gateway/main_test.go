@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +27,12 @@ import (
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
-	kubetest.Main(m, &env, filepath.Join("..", "..", "driver", "crd"))
+	crd, err := kubetest.SandboxCRD()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	kubetest.Main(m, &env, crd)
 }
 
 type client struct {
@@ -51,9 +56,18 @@ func (c client) do(method, path, body string) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
+// waitPhase polls the gateway until the sandbox at path reaches phase.
+func (c client) waitPhase(path, phase string) {
+	c.t.Helper()
+	require.Eventually(c.t, func() bool {
+		code, body := c.do(http.MethodGet, path, "")
+		return code == http.StatusOK && body["phase"] == phase
+	}, 30*time.Second, 20*time.Millisecond, "%s never reached %s", path, phase)
+}
+
 // TestGatewayEndToEnd drives the gateway's API against a real API server:
-// create, stop (a stand-in controller reports the conditions), start,
-// delete, and errors that carry their kind and their whole chain.
+// create, stop and start (agent-sandbox's own controller acts, a fake
+// kubelet runs the pod), delete, and errors that carry their kind and their whole chain.
 func TestGatewayEndToEnd(t *testing.T) {
 	cfg := env.Config(t)
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -61,30 +75,32 @@ func TestGatewayEndToEnd(t *testing.T) {
 	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
+	kubetest.RunController(t, cfg)
+	kubetest.RunKubelet(t, cfg, ns.Name)
 	d, err := driver.New(cfg, "gw-e2e", []string{ns.Name})
 	require.NoError(t, err)
+	defer d.Close()
 	srv := httptest.NewServer(newHandler(d))
 	defer srv.Close()
 	c := client{t, srv.URL}
 	base := "/v1/namespaces/" + ns.Name + "/sandboxes"
 
 	code, body := c.do(http.MethodPost, base, `{"name":"alpha"}`)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	assert.Contains(t, body["error"], "spec.podTemplate.spec.containers: required")
+
+	code, body = c.do(http.MethodPost, base, `{"name":"alpha","podTemplate":{"spec":{"containers":[{"name":"agent","image":"busybox"}]}}}`)
 	require.Equal(t, http.StatusCreated, code, body)
 	assert.Equal(t, "Starting", body["phase"])
 	assert.Equal(t, true, body["running"])
 
-	kubetest.Controller(t, cfg, ns.Name, "alpha")
-	code, body = c.do(http.MethodGet, base+"/alpha", "")
-	require.Equal(t, http.StatusOK, code)
-	assert.Equal(t, "Ready", body["phase"])
+	c.waitPhase(base+"/alpha", "Ready")
 
 	code, body = c.do(http.MethodPost, base+"/alpha/stop", "")
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Equal(t, false, body["running"])
-	kubetest.Controller(t, cfg, ns.Name, "alpha")
-	code, body = c.do(http.MethodGet, base+"/alpha", "")
-	require.Equal(t, http.StatusOK, code)
-	assert.Equal(t, "Stopped", body["phase"])
+	assert.Contains(t, []any{"Stopping", "Stopped"}, body["phase"])
+	c.waitPhase(base+"/alpha", "Stopped")
 
 	code, body = c.do(http.MethodPost, base+"/alpha/start", "")
 	require.Equal(t, http.StatusOK, code, body)

@@ -1,0 +1,135 @@
+package driver
+
+import (
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+)
+
+// This file is the one place that knows both served versions of the
+// Sandbox API: it turns either into the driver's [Sandbox] view, and builds
+// the objects and patches the driver sends.
+
+func fromV1beta1(o *sandboxv1beta1.Sandbox) Sandbox {
+	s := fromMeta(&o.ObjectMeta, sandboxv1beta1.GroupVersion.Version)
+	// operatingMode defaults to Running.
+	s.Running = o.Spec.OperatingMode != sandboxv1beta1.SandboxOperatingModeSuspended
+	s.HasStatus = len(o.Status.Conditions) > 0
+	s.Conditions = o.Status.Conditions
+	return withPhase(s)
+}
+
+func fromV1alpha1(o *sandboxv1alpha1.Sandbox) Sandbox {
+	s := fromMeta(&o.ObjectMeta, sandboxv1alpha1.GroupVersion.Version)
+	// replicas defaults to 1.
+	s.Running = o.Spec.Replicas == nil || *o.Spec.Replicas > 0
+	s.HasStatus = len(o.Status.Conditions) > 0
+	s.Conditions = o.Status.Conditions
+	return withPhase(s)
+}
+
+func fromMeta(m *metav1.ObjectMeta, version string) Sandbox {
+	s := Sandbox{
+		Namespace:       m.Namespace,
+		Name:            m.Name,
+		UID:             m.UID,
+		ResourceVersion: m.ResourceVersion,
+		Generation:      m.Generation,
+		Version:         version,
+		Deleting:        m.DeletionTimestamp != nil,
+		labels:          m.Labels,
+	}
+	ann := m.Annotations
+	if uid := ann[AnnotationFenceUID]; uid != "" {
+		if gen, err := strconv.ParseInt(ann[AnnotationFenceGeneration], 10, 64); err == nil {
+			s.Fence = Fence{UID: types.UID(uid), Generation: gen}
+		}
+	}
+	if t, err := time.Parse(time.RFC3339, ann[AnnotationBootstrap]); err == nil {
+		s.BootstrapStarted = t
+	}
+	return s
+}
+
+func newV1beta1(meta metav1.ObjectMeta, tmpl sandboxv1beta1.PodTemplate) *sandboxv1beta1.Sandbox {
+	o := &sandboxv1beta1.Sandbox{ObjectMeta: meta}
+	o.Spec.PodTemplate = tmpl
+	o.Spec.OperatingMode = sandboxv1beta1.SandboxOperatingModeRunning
+	return o
+}
+
+func newV1alpha1(meta metav1.ObjectMeta, tmpl sandboxv1beta1.PodTemplate) *sandboxv1alpha1.Sandbox {
+	o := &sandboxv1alpha1.Sandbox{ObjectMeta: meta}
+	// The conversion agent-sandbox itself uses between the versions; it
+	// cannot fail.
+	_ = sandboxv1alpha1.ConvertPodTemplateFrom(&tmpl, &o.Spec.PodTemplate)
+	one := int32(1)
+	o.Spec.Replicas = &one
+	return o
+}
+
+// patch is a JSON merge patch of a Sandbox of either version. Nil fields
+// are left out; a nil annotation value removes the annotation.
+type patch struct {
+	Metadata patchMeta  `json:"metadata"`
+	Spec     *patchSpec `json:"spec,omitempty"`
+}
+
+type patchMeta struct {
+	// ResourceVersion guards the patch: the API server answers 409 if the
+	// object changed since it was read.
+	ResourceVersion string             `json:"resourceVersion"`
+	Annotations     map[string]*string `json:"annotations,omitempty"`
+}
+
+type patchSpec struct {
+	OperatingMode sandboxv1beta1.SandboxOperatingMode `json:"operatingMode,omitempty"`
+	Replicas      *int32                              `json:"replicas,omitempty"`
+}
+
+// intent returns the spec patch that sets the running intent in version.
+func intent(version string, running bool) *patchSpec {
+	if version == sandboxv1alpha1.GroupVersion.Version {
+		r := int32(0)
+		if running {
+			r = 1
+		}
+		return &patchSpec{Replicas: &r}
+	}
+	if running {
+		return &patchSpec{OperatingMode: sandboxv1beta1.SandboxOperatingModeRunning}
+	}
+	return &patchSpec{OperatingMode: sandboxv1beta1.SandboxOperatingModeSuspended}
+}
+
+// suspendPatch sets the intent to stopped and ends any bootstrap.
+func suspendPatch(version string) *patch {
+	return &patch{
+		Metadata: patchMeta{Annotations: map[string]*string{AnnotationBootstrap: nil}},
+		Spec:     intent(version, false),
+	}
+}
+
+// admitPatch records fence as the one the sandbox runs under, starts a
+// bootstrap at now and sets the intent to running.
+func admitPatch(version string, fence Fence, now time.Time) *patch {
+	return &patch{
+		Metadata: patchMeta{Annotations: map[string]*string{
+			AnnotationFenceUID:        ptr(string(fence.UID)),
+			AnnotationFenceGeneration: ptr(strconv.FormatInt(fence.Generation, 10)),
+			AnnotationBootstrap:       ptr(now.UTC().Format(time.RFC3339)),
+		}},
+		Spec: intent(version, true),
+	}
+}
+
+// clearBootstrapPatch removes the bootstrap mark.
+func clearBootstrapPatch() *patch {
+	return &patch{Metadata: patchMeta{Annotations: map[string]*string{AnnotationBootstrap: nil}}}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,67 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LiveFence is what a reconcile pass knows about a namespace's fence.
+type LiveFence struct {
+	// Known is false when the fence could not be read: nothing may be
+	// decided from it.
+	Known bool
+	// Present is false when the API server said the policy does not exist.
+	Present bool
+	Fence   Fence
+}
+
+// readFence reads the live fence of ns. A 404 is an answer (the fence is
+// absent); any other failure leaves it unknown.
+func (d *Driver) readFence(ctx context.Context, ns string) (LiveFence, error) {
+	np, err := d.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, d.opts.fenceName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return LiveFence{Known: true}, nil
+	case err != nil:
+		return LiveFence{}, err
+	}
+	return LiveFence{Known: true, Present: true, Fence: Fence{UID: np.UID, Generation: np.Generation}}, nil
+}
+
+// ensureFence returns the fence of ns, creating it if it is absent. The
+// policy denies egress to every pod of the namespace.
+func (d *Driver) ensureFence(ctx context.Context, ns string) (Fence, error) {
+	live, err := d.readFence(ctx, ns)
+	if err != nil {
+		return Fence{}, err
+	}
+	if live.Present {
+		return live.Fence, nil
+	}
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: d.opts.fenceName, Namespace: ns, Labels: map[string]string{LabelManagedBy: d.opts.driverName}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+		},
+	}
+	created, err := d.kube.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		live, err = d.readFence(ctx, ns)
+		if err != nil {
+			return Fence{}, err
+		}
+		if !live.Present {
+			return Fence{}, fmt.Errorf("fence %s/%s was created and removed concurrently", ns, d.opts.fenceName)
+		}
+		return live.Fence, nil
+	}
+	if err != nil {
+		return Fence{}, err
+	}
+	return Fence{UID: created.UID, Generation: created.Generation}, nil
+}

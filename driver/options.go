@@ -1,0 +1,95 @@
+package driver
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubewire/kubewire/kubeadapter"
+)
+
+// Defaults.
+const (
+	DefaultDriverName = "kubewire-driver"
+	DefaultFenceName  = "sandbox-workload-fence"
+	DefaultPageSize   = 500
+)
+
+// Option configures [New].
+type Option interface {
+	apply(*options) error
+}
+
+type optionFunc func(*options) error
+
+func (f optionFunc) apply(o *options) error { return f(o) }
+
+type options struct {
+	driverName string
+	fenceName  string
+	pageSize   int64
+	logger     logr.Logger
+	adapter    []kubeadapter.Option
+	now        func() time.Time
+}
+
+func defaultOptions() options {
+	return options{driverName: DefaultDriverName, fenceName: DefaultFenceName, pageSize: DefaultPageSize, logger: logr.Discard(), now: time.Now}
+}
+
+// WithDriverName sets the value of the app.kubernetes.io/managed-by label
+// and the reporting controller of the driver's Events. Default:
+// [DefaultDriverName]. Must be a valid label value.
+func WithDriverName(name string) Option {
+	return optionFunc(func(o *options) error {
+		if errs := validation.IsValidLabelValue(name); len(errs) > 0 || name == "" {
+			return fmt.Errorf("driver: WithDriverName %q is not a valid label value", name)
+		}
+		o.driverName = name
+		return nil
+	})
+}
+
+// WithFenceName sets the name of each namespace's fence NetworkPolicy.
+// Default: [DefaultFenceName]. Must be a DNS subdomain.
+func WithFenceName(name string) Option {
+	return optionFunc(func(o *options) error {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return fmt.Errorf("driver: WithFenceName %q is not a valid object name", name)
+		}
+		o.fenceName = name
+		return nil
+	})
+}
+
+// WithPageSize sets the page size of list calls. Default:
+// [DefaultPageSize]. Must be positive.
+func WithPageSize(n int64) Option {
+	return optionFunc(func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("driver: WithPageSize must be positive, got %d", n)
+		}
+		o.pageSize = n
+		return nil
+	})
+}
+
+// WithLogger sets the driver's logger; the kubewire stack under it logs
+// there too. Default: logr.Discard().
+func WithLogger(l logr.Logger) Option {
+	return optionFunc(func(o *options) error {
+		o.logger = l
+		return nil
+	})
+}
+
+// WithAdapterOptions passes options to kubeadapter.Apply, for example
+// kubeadapter.WithTimeout. Default: kubeadapter's.
+func WithAdapterOptions(opts ...kubeadapter.Option) Option {
+	return optionFunc(func(o *options) error {
+		o.adapter = append(o.adapter, opts...)
+		return kubeadapter.Check(opts...)
+	})
+}

@@ -1,0 +1,143 @@
+package kubetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/agent-sandbox/controllers"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// SandboxModule is the Go module of the agent-sandbox project.
+const SandboxModule = "sigs.k8s.io/agent-sandbox"
+
+// SandboxCRD returns the path of the Sandbox CRD shipped in the
+// agent-sandbox module that go.mod requires, as `go list -m` finds it in
+// the module cache. The driver tests install it unchanged.
+func SandboxCRD() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", SandboxModule).Output()
+	if err != nil {
+		return "", fmt.Errorf("locating %s with go list -m: %w", SandboxModule, err)
+	}
+	path := filepath.Join(strings.TrimSpace(string(out)), "k8s", "crds", "agents.x-k8s.io_sandboxes.yaml")
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("the Sandbox CRD of %s: %w", SandboxModule, err)
+	}
+	return path, nil
+}
+
+// LegacyControllerEnv names the directory where `make test` builds the
+// controller of agent-sandbox v0.4.6 (the last release that serves only
+// v1alpha1) and puts that release's Sandbox CRD (hack/agentsandbox.sh).
+const LegacyControllerEnv = "KUBEWIRE_AGENT_SANDBOX_V1ALPHA1"
+
+// LegacyController returns the v0.4.6 controller binary and CRD. Without
+// the variable the test is skipped with a note to run `make test`, which
+// always sets it; if it is set and the files are missing, the test fails.
+func LegacyController(t testing.TB) (binary, crd string) {
+	t.Helper()
+	dir := os.Getenv(LegacyControllerEnv)
+	if dir == "" {
+		t.Skipf("needs the agent-sandbox v0.4.6 controller: %s is not set; `make test` builds it and sets it", LegacyControllerEnv)
+	}
+	binary = filepath.Join(dir, "agent-sandbox-controller")
+	crd = filepath.Join(dir, "crds", "agents.x-k8s.io_sandboxes.yaml")
+	for _, p := range []string{binary, crd} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s=%s: %v (run `make test`, which builds it)", LegacyControllerEnv, dir, err)
+		}
+	}
+	return binary, crd
+}
+
+// RunController runs agent-sandbox's own SandboxReconciler, of the release
+// go.mod requires, in this process against cfg's API server until the
+// test ends.
+func RunController(t testing.TB, cfg *rest.Config) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), ctrl.Options{
+		Scheme:                 controllers.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Logger:                 logr.Discard(),
+		// Each test runs its own manager in this process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatalf("agent-sandbox controller: %v", err)
+	}
+	r := &controllers.SandboxReconciler{
+		Client:        mgr.GetClient(),
+		Scheme:        mgr.GetScheme(),
+		Recorder:      mgr.GetEventRecorder("sandbox-controller"),
+		Tracer:        noTracing{},
+		ClusterDomain: "cluster.local",
+	}
+	if err := r.SetupWithManager(mgr, 2); err != nil {
+		t.Fatalf("agent-sandbox controller: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent-sandbox controller: %v", err)
+		}
+	})
+}
+
+// noTracing is the controller's Tracer that records nothing; the
+// interface lives in an internal package of agent-sandbox.
+type noTracing struct{}
+
+func (noTracing) StartSpan(ctx context.Context, _ metav1.Object, _ string, _ map[string]string) (context.Context, func()) {
+	return ctx, func() {}
+}
+func (noTracing) GetTraceContext(context.Context) string              { return "" }
+func (noTracing) AddEvent(context.Context, string, map[string]string) {}
+func (noTracing) IsRecording(context.Context) bool                    { return false }
+
+// RunLegacyController starts the v0.4.6 controller binary as a process
+// against cfg's API server (through a kubeconfig), until the test ends. Its
+// output goes to the test log if the test fails.
+func RunLegacyController(t testing.TB, cfg *rest.Config, binary string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, binary,
+		"--kubeconfig="+WriteKubeconfig(t, cfg),
+		"--leader-elect=false",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+	)
+	var out strings.Builder
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("starting %s: %v", binary, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			t.Logf("agent-sandbox v0.4.6 controller output:\n%s", out.String())
+		}
+	})
+}
