@@ -38,6 +38,8 @@ type apiServer struct {
 	fail func(w http.ResponseWriter, r *http.Request) bool
 }
 
+var group = sandboxv1beta1.GroupVersion.Group
+
 func newAPIServer(t testing.TB, version string) *apiServer {
 	a := &apiServer{t: t, version: version, sandboxes: map[string]map[string]any{}, fences: map[string]map[string]any{}, requests: map[string]int{}}
 	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
@@ -120,7 +122,7 @@ func (a *apiServer) addSandbox(ns, name string, running bool, fenceUID string, f
 		}
 	}
 	a.sandboxes[ns+"/"+name] = map[string]any{
-		"apiVersion": driver.Group + "/" + a.version, "kind": "Sandbox",
+		"apiVersion": group + "/" + a.version, "kind": "Sandbox",
 		"metadata": map[string]any{
 			"name": name, "namespace": ns, "uid": "uid-" + name, "generation": int64(1), "resourceVersion": a.nextRV(),
 			"labels": map[string]any{driver.LabelManagedBy: driver.DefaultDriverName, driver.LabelGateway: "gw"},
@@ -186,13 +188,13 @@ func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 	record := func(kind string) { a.requests[r.Method+" "+kind]++ }
 	switch {
 	// Version probe: /apis/agents.x-k8s.io/<v>
-	case r.Method == http.MethodGet && len(parts) == 3 && parts[0] == "apis" && parts[1] == driver.Group:
+	case r.Method == http.MethodGet && len(parts) == 3 && parts[0] == "apis" && parts[1] == group:
 		record("probe")
 		if parts[2] != a.version {
 			status(w, 404, "NotFound", "the server could not find the requested resource")
 			return
 		}
-		writeJSON(w, 200, map[string]any{"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": driver.Group + "/" + a.version,
+		writeJSON(w, 200, map[string]any{"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group + "/" + a.version,
 			"resources": []any{map[string]any{"name": "sandboxes", "namespaced": true, "kind": "Sandbox", "verbs": []any{"get", "list", "patch", "create", "delete"}}}})
 		return
 
@@ -216,7 +218,7 @@ func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 
 	// Sandboxes: /apis/agents.x-k8s.io/<v>/namespaces/<ns>/sandboxes[/<name>]
-	case len(parts) >= 6 && parts[1] == driver.Group && parts[2] == a.version && parts[5] == "sandboxes":
+	case len(parts) >= 6 && parts[1] == group && parts[2] == a.version && parts[5] == "sandboxes":
 		ns := parts[4]
 		if len(parts) == 6 && r.Method == http.MethodGet {
 			record("list")
@@ -294,7 +296,7 @@ func (a *apiServer) list(w http.ResponseWriter, r *http.Request, ns string) {
 	if end < len(names) {
 		meta["continue"] = strconv.Itoa(end)
 	}
-	writeJSON(w, 200, map[string]any{"apiVersion": driver.Group + "/" + a.version, "kind": "SandboxList", "metadata": meta, "items": items})
+	writeJSON(w, 200, map[string]any{"apiVersion": group + "/" + a.version, "kind": "SandboxList", "metadata": meta, "items": items})
 }
 
 // merge applies a JSON merge patch (RFC 7386) to dst.

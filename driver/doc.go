@@ -1,20 +1,43 @@
-// Package driver is a thin Kubernetes driver for agent-sandbox Sandbox
-// resources (agents.x-k8s.io), meant to be embedded in a gateway process,
-// with a reconciler that converges instead of repeating itself.
+// Package driver is a thin Kubernetes driver for the Sandbox resources of
+// agent-sandbox (sigs.k8s.io/agent-sandbox, group agents.x-k8s.io), meant
+// to be embedded in a gateway process, with a reconciler that converges
+// instead of repeating itself.
 //
 // # Operations
 //
 // [Driver] creates, gets, lists, stops, starts and deletes the sandboxes it
-// owns (labelled with the driver and the gateway). Every client it makes
-// goes through kubeadapter.Apply: per-request budgets, connection facts in
+// owns (labelled with the driver and the gateway), through agent-sandbox's
+// own API types and generated clientset. Every client it makes goes
+// through kubeadapter.Apply: per-request budgets, connection facts in
 // errors, and retries of transport errors. Stop and delete are idempotent by
 // meaning and are marked so (retry.WithIdempotent). Writes are JSON merge
 // patches guarded by metadata.resourceVersion; a 409 Conflict re-reads and
-// decides again; a patch that would change nothing is not sent.
+// decides again; a patch that would change nothing is not sent. Create
+// checks what the CRD requires (a pod template with named containers) and
+// sends nothing when it is missing.
 //
 // Errors are [*Error] values with the operation, the sandbox and a [Kind];
 // they keep the whole chain, so errors.Is(err, context.DeadlineExceeded)
 // works and the message shows the root cause and the connection it died on.
+//
+// # Releases of agent-sandbox
+//
+// The driver probes the API once: v1beta1 (agent-sandbox v0.5.0 and later)
+// or, when the API server does not serve it, v1alpha1 (v0.4.x and earlier).
+// Both are read into one view, [Sandbox], whose [Phase] is derived by
+// [DerivePhase] from the intent and the conditions the controller wrote for
+// the current generation. Releases differ, and the derivation follows each:
+//
+//   - Right after a stop or start every condition is stale (the patch
+//     bumped the generation): the phase is Stopping or Starting, by intent.
+//   - v0.5+: Suspended=True is Stopped; Suspended=False reason PodNotOwned
+//     means the stop cannot complete, which is Error (and Stop returns
+//     [KindPrecondition]).
+//   - v0.4.x reports Ready=True for a sandbox with replicas 0 whether or not
+//     its pod still exists: the driver lists the sandbox's pods (labelled
+//     through the pod template) and reports Stopping until they are gone.
+//   - A pod that succeeded, or a sandbox that expired under shutdownPolicy
+//     Retain, is Finished: terminal, not a failure.
 //
 // # The workload fence
 //
@@ -33,9 +56,17 @@
 //	suspended and stable                       converged: no patch, no warning
 //	deleting                                   nothing
 //
+// A start that the controller reports failed, or stuck (DependenciesNotReady,
+// Unschedulable) for the current generation past the bootstrap grace is
+// rolled back: suspended, never deleted.
+//
 // Unknown is not absent: a failed or timed-out read never leads to
 // suspending or deleting anything; the pass reports the error and the next
 // pass tries again. [Reconciler.Run] runs a pass at start and then every
 // period with jitter, so it never beats in step with a timeout of the same
 // length.
+//
+// Events are events.k8s.io/v1 Events written by client-go's recorder
+// (k8s.io/client-go/tools/events) in the background; repeats of one Event
+// become a series. [Driver.Close] flushes and stops it.
 package driver

@@ -20,9 +20,6 @@ import (
 	"github.com/kubewire/kubewire/kubeadapter"
 )
 
-// Group is the agent-sandbox API group.
-var Group = sandboxv1beta1.GroupVersion.Group
-
 // LabelSandbox names, on a sandbox's pod template and so on its pod, the
 // sandbox it belongs to.
 const LabelSandbox = "kubewire.io/sandbox"
