@@ -212,9 +212,12 @@ func TestCRDRequiresPodTemplate(t *testing.T) {
 type writes struct {
 	mu      sync.Mutex
 	patches map[string]int
+	at      []time.Time // when each PATCH was sent
 	other   int
 	fail    func(*http.Request) bool
 }
+
+func newWrites() *writes { return &writes{patches: map[string]int{}} }
 
 func (w *writes) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -225,6 +228,7 @@ func (w *writes) wrap(rt http.RoundTripper) http.RoundTripper {
 			case http.MethodPatch:
 				name := req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
 				w.patches[name]++
+				w.at = append(w.at, time.Now())
 			case http.MethodPost, http.MethodPut, http.MethodDelete:
 				w.other++
 			}
@@ -242,6 +246,7 @@ func (w *writes) reset() map[string]int {
 	defer w.mu.Unlock()
 	out := w.patches
 	w.patches = map[string]int{}
+	w.at = nil
 	out["(create, update or delete)"] = w.other
 	w.other = 0
 	return out
@@ -262,7 +267,7 @@ func (*net503) Error() string { return "injected: connection refused" }
 // transition; passes 2 and 3 write nothing and warn about nothing.
 func seedRegression(t *testing.T, r *rig) {
 	ctx := context.Background()
-	counter := &writes{patches: map[string]int{}}
+	counter := newWrites()
 	var l logs
 	d := r.driver(t, counter, driver.WithLogger(l.logger()))
 	names := []string{"run-0", "run-1", "sus-0", "sus-1", "sus-2"}
@@ -344,7 +349,7 @@ func TestSeedRegression(t *testing.T) {
 func TestUnreadableFence(t *testing.T) {
 	r := currentRig(t)
 	ctx := context.Background()
-	counter := &writes{patches: map[string]int{}}
+	counter := newWrites()
 	d := r.driver(t, counter)
 	for _, name := range []string{"a", "b"} {
 		_, err := d.Create(ctx, r.ns, name, driver.CreateSpec{PodTemplate: agentPod})

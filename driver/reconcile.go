@@ -4,19 +4,32 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubewire/kubewire/retry"
 )
 
 // Reconciler defaults.
 const (
-	DefaultPeriod = 30 * time.Second
-	// DefaultJitter spreads passes over period*(1±DefaultJitter).
+	// DefaultPeriod is the resync period: the safety net that re-checks
+	// every cached sandbox. Events drive the reconciler; the resync reads
+	// the cache, not the API server.
+	DefaultPeriod = 10 * time.Minute
+	// DefaultJitter spreads resyncs over period*(1±DefaultJitter).
 	DefaultJitter         = 0.2
 	DefaultBootstrapGrace = 5 * time.Minute
+	// DefaultWorkers bounds the writes in flight.
+	DefaultWorkers = 8
+	// DefaultWriteQPS and DefaultWriteBurst bound the rate of writes: a
+	// fence change over 50,000 sandboxes becomes a steady stream of
+	// suspensions, not 50,000 concurrent PATCHes.
+	DefaultWriteQPS   = 50
+	DefaultWriteBurst = 100
 )
 
 // PassStats counts what one pass saw and did.
@@ -29,21 +42,35 @@ type PassStats struct {
 }
 
 // Reconciler converges the driver's sandboxes with their namespaces'
-// fences. Construct it with [NewReconciler]; it is safe to call Pass from
-// one goroutine at a time.
+// fences. Construct it with [NewReconciler]. [Reconciler.Run] is the
+// event-driven loop; [Reconciler.Pass] is one full sweep. It is safe for
+// concurrent use.
 type Reconciler struct {
 	driver   *Driver
 	period   time.Duration
 	jitter   float64
 	grace    time.Duration
+	workers  int
+	limiter  *rate.Limiter
+	election *LeaderElection
 	observer func(PassStats)
 	log      logr.Logger
+
+	mu sync.Mutex
+	// running is the synced cache of Run, nil when Run is not running.
+	running *caches
+	// leading is set while Run's workers run.
+	leading bool
+	// written records, per sandbox, the resourceVersion a write was based
+	// on, until the cache shows a newer one: a cache that has not caught
+	// up with our own write is not decided from again.
+	written map[types.NamespacedName]string
 }
 
 // ReconcilerOption configures [NewReconciler].
 type ReconcilerOption func(*Reconciler)
 
-// WithPeriod sets the time between passes. Default: [DefaultPeriod].
+// WithPeriod sets the resync period. Default: [DefaultPeriod].
 // Values below a second are raised to a second.
 func WithPeriod(d time.Duration) ReconcilerOption {
 	return func(r *Reconciler) { r.period = max(d, time.Second) }
@@ -56,10 +83,24 @@ func WithJitter(f float64) ReconcilerOption {
 }
 
 // WithBootstrapGrace sets how long a create or start may take before a
-// failure reported by the API server rolls it back. Default:
-// [DefaultBootstrapGrace].
+// failure or a stuck start reported by the controller rolls it back.
+// Default: [DefaultBootstrapGrace].
 func WithBootstrapGrace(d time.Duration) ReconcilerOption {
 	return func(r *Reconciler) { r.grace = d }
+}
+
+// WithWorkers sets how many sandboxes Run acts on at once, which bounds
+// the writes in flight. Default: [DefaultWorkers]. Values below 1 are
+// raised to 1.
+func WithWorkers(n int) ReconcilerOption {
+	return func(r *Reconciler) { r.workers = max(n, 1) }
+}
+
+// WithWriteLimit bounds the rate of the reconciler's writes to qps per
+// second with bursts of burst. Default: [DefaultWriteQPS],
+// [DefaultWriteBurst]. A qps of rate.Inf removes the bound.
+func WithWriteLimit(qps float64, burst int) ReconcilerOption {
+	return func(r *Reconciler) { r.limiter = rate.NewLimiter(rate.Limit(qps), max(burst, 1)) }
 }
 
 // WithObserver calls f with the counts of every pass. Default: none.
@@ -74,7 +115,11 @@ func WithReconcilerLogger(l logr.Logger) ReconcilerOption {
 
 // NewReconciler returns a reconciler for d's sandboxes.
 func NewReconciler(d *Driver, opts ...ReconcilerOption) *Reconciler {
-	r := &Reconciler{driver: d, period: DefaultPeriod, jitter: DefaultJitter, grace: DefaultBootstrapGrace, log: d.opts.logger}
+	r := &Reconciler{
+		driver: d, period: DefaultPeriod, jitter: DefaultJitter, grace: DefaultBootstrapGrace,
+		workers: DefaultWorkers, limiter: rate.NewLimiter(DefaultWriteQPS, DefaultWriteBurst),
+		log: d.opts.logger, written: map[types.NamespacedName]string{},
+	}
 	for _, o := range opts {
 		if o != nil {
 			o(r)
@@ -83,48 +128,33 @@ func NewReconciler(d *Driver, opts ...ReconcilerOption) *Reconciler {
 	return r
 }
 
-// Run runs a pass at once and then one every period, jittered, until ctx
-// is done, and returns ctx's error. A failed pass is logged and the next one
-// tries again.
-func (r *Reconciler) Run(ctx context.Context) error {
-	for {
-		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
-			r.log.Error(err, "reconcile pass failed; retrying next period")
-		}
-		t := time.NewTimer(r.next())
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// next returns the jittered wait before the next pass.
+// next returns the jittered wait before the next resync.
 func (r *Reconciler) next() time.Duration {
 	f := 1 + r.jitter*(2*rand.Float64()-1)
 	return time.Duration(float64(r.period) * f)
 }
 
-// Pass runs one reconcile pass: for each namespace it reads the fence and
-// lists the sandboxes (paginated), decides for each sandbox with [Decide]
-// and carries the actions out. A namespace whose fence or list cannot be
-// read is skipped: nothing is decided from unknown state. The error joins
-// every failure of the pass; the stats count them.
+// Pass runs one full sweep: for each namespace it reads the fence and the
+// sandboxes, decides for each sandbox with [Decide] and carries the
+// actions out. While [Reconciler.Run] runs and its caches have synced, Pass
+// reads them (and, under leader election, fails on a replica that does not
+// lead); otherwise it reads the fence and lists the sandboxes from the API
+// server (paginated). A namespace whose fence or sandboxes cannot
+// be read is skipped: nothing is decided from unknown state. The error
+// joins every failure of the pass; the stats count them.
 func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 	start := time.Now()
 	var stats PassStats
 	var errs []error
 	d := r.driver
+	r.mu.Lock()
+	c, follower := r.running, r.election != nil && r.running != nil && !r.leading
+	r.mu.Unlock()
+	if follower {
+		return stats, errFollower
+	}
 	for _, ns := range d.namespaces {
-		live, err := d.readFence(ctx, ns)
-		if err != nil {
-			stats.Errors++
-			errs = append(errs, wrap("reconcile", ns, "", err))
-			continue
-		}
-		sandboxes, err := d.list(ctx, ns)
+		live, sandboxes, err := r.read(ctx, c, ns)
 		if err != nil {
 			stats.Errors++
 			errs = append(errs, err)
@@ -132,19 +162,14 @@ func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 		}
 		now := d.opts.now()
 		for i := range sandboxes {
-			s := &sandboxes[i]
 			stats.Seen++
-			a := Decide(*s, live, now, r.grace)
-			if a.Type == ActionNone {
-				continue
-			}
-			done, err := r.act(ctx, s, live, now, a)
+			a, err := r.reconcile(ctx, &sandboxes[i], live, now)
 			if err != nil {
 				stats.Errors++
 				errs = append(errs, err)
 				continue
 			}
-			if done {
+			if a.Type != ActionNone {
 				stats.Actions++
 				if a.Warn {
 					stats.Warnings++
@@ -160,9 +185,67 @@ func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 	return stats, errors.Join(errs...)
 }
 
-// act carries out a on s. It patches from the listed state; on conflict
-// the object is read again and the decision made again, so a sandbox that
-// converged meanwhile is left alone. It reports whether a patch was sent.
+// errFollower is the error of a Pass on a replica that does not hold the
+// lease: only the leader writes.
+var errFollower = errors.New("driver: reconcile pass: this replica does not hold the lease; only the leader acts")
+
+// read returns ns's live fence and sandboxes, from c if it is not nil,
+// else from the API server.
+func (r *Reconciler) read(ctx context.Context, c *caches, ns string) (LiveFence, []Sandbox, error) {
+	d := r.driver
+	if c != nil {
+		live, err := c.fence(ns)
+		if err != nil {
+			return LiveFence{}, nil, wrap("reconcile", ns, "", err)
+		}
+		return live, c.list(ns), nil
+	}
+	live, err := d.readFence(ctx, ns)
+	if err != nil {
+		return LiveFence{}, nil, wrap("reconcile", ns, "", err)
+	}
+	sandboxes, err := d.list(ctx, ns)
+	return live, sandboxes, err
+}
+
+// reconcile decides for s and carries the action out. It returns the
+// action taken: ActionNone when there was nothing to do, or when the
+// sandbox converged meanwhile.
+func (r *Reconciler) reconcile(ctx context.Context, s *Sandbox, live LiveFence, now time.Time) (Action, error) {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	r.mu.Lock()
+	rv, wrote := r.written[key]
+	if wrote && rv != s.ResourceVersion {
+		delete(r.written, key)
+		wrote = false
+	}
+	r.mu.Unlock()
+	if wrote {
+		// The cache has not caught up with our own write; its event
+		// brings the sandbox back.
+		return Action{}, nil
+	}
+	a := Decide(*s, live, now, r.grace)
+	if a.Type == ActionNone {
+		return a, nil
+	}
+	if err := r.limiter.Wait(ctx); err != nil {
+		return Action{}, wrap("reconcile", s.Namespace, s.Name, err)
+	}
+	done, err := r.act(ctx, s, live, now, a)
+	if err != nil || !done {
+		return Action{}, err
+	}
+	r.mu.Lock()
+	r.written[key] = s.ResourceVersion
+	r.mu.Unlock()
+	return a, nil
+}
+
+// act carries out a on s. It patches from the state it was given; on
+// conflict the object is read again and the decision made again, so a
+// sandbox that converged meanwhile is left alone. It reports whether a
+// patch was sent.
 func (r *Reconciler) act(ctx context.Context, s *Sandbox, live LiveFence, now time.Time, a Action) (bool, error) {
 	d := r.driver
 	// The patches below are guarded by resourceVersion: a re-sent copy

@@ -249,25 +249,6 @@ func TestListPaginates(t *testing.T) {
 	assert.Equal(t, 2+1, a.count("GET list"), "team-a's four in pages of 2, team-b's one in one")
 }
 
-// TestRunPassesAtStart: Run's first pass does not wait for a period.
-func TestRunPassesAtStart(t *testing.T) {
-	a := staleFixture(t, "v1beta1", false)
-	passed := make(chan driver.PassStats, 1)
-	r := driver.NewReconciler(newDriver(t, a, nil), driver.WithPeriod(time.Hour), driver.WithObserver(func(s driver.PassStats) {
-		select {
-		case passed <- s:
-		default:
-		}
-	}))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	stats := <-passed
-	cancel()
-	assert.ErrorIs(t, <-done, context.Canceled)
-	assert.Equal(t, 5, stats.Seen)
-}
-
 // TestJitter: the waits between passes spread over period*(1±jitter), so
 // passes never beat in step with a timeout of the same length.
 func TestJitter(t *testing.T) {

@@ -1,0 +1,135 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Leader election defaults, client-go's and controller-runtime's.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// LeaderElection configures leader election on a coordination.k8s.io/v1
+// Lease, with client-go's tools/leaderelection, for a gateway that runs as
+// several replicas: every replica keeps warm caches, only the leader
+// writes, and a follower takes over within the lease duration.
+type LeaderElection struct {
+	// Namespace and Name name the Lease. Required.
+	Namespace string
+	Name      string
+	// Identity is this replica's name in the Lease. Default: the host
+	// name and a random suffix.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's
+	// timings. Defaults: [DefaultLeaseDuration], [DefaultRenewDeadline],
+	// [DefaultRetryPeriod]. LeaseDuration must exceed RenewDeadline.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+}
+
+// WithLeaderElection makes [Reconciler.Run] act only while it holds the
+// Lease le names. Default: no election; Run always acts.
+func WithLeaderElection(le LeaderElection) ReconcilerOption {
+	return func(r *Reconciler) { r.election = &le }
+}
+
+// config fills in defaults and checks le; the error names the field.
+func (le LeaderElection) config() (LeaderElection, error) {
+	if errs := validation.IsDNS1123Label(le.Namespace); len(errs) > 0 {
+		return le, fmt.Errorf("driver: LeaderElection.Namespace %q is not a valid namespace name", le.Namespace)
+	}
+	if errs := validation.IsDNS1123Subdomain(le.Name); len(errs) > 0 {
+		return le, fmt.Errorf("driver: LeaderElection.Name %q is not a valid object name", le.Name)
+	}
+	if le.Identity == "" {
+		host, _ := os.Hostname()
+		le.Identity = host + "_" + rand.String(8)
+	}
+	if le.LeaseDuration == 0 {
+		le.LeaseDuration = DefaultLeaseDuration
+	}
+	if le.RenewDeadline == 0 {
+		le.RenewDeadline = DefaultRenewDeadline
+	}
+	if le.RetryPeriod == 0 {
+		le.RetryPeriod = DefaultRetryPeriod
+	}
+	if le.LeaseDuration <= le.RenewDeadline {
+		return le, fmt.Errorf("driver: LeaderElection.LeaseDuration %s must exceed RenewDeadline %s", le.LeaseDuration, le.RenewDeadline)
+	}
+	return le, nil
+}
+
+// elect runs lead while this replica holds the lease, again after each
+// time it loses it, until ctx is done. lead returns once its workers have
+// stopped; only then is the lease released, so that the next leader never
+// runs beside the last one.
+func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) error {
+	cfg, err := r.election.config()
+	if err != nil {
+		return err
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
+		Client:     r.driver.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+	}
+	for ctx.Err() == nil {
+		acquired, finished := make(chan struct{}), make(chan struct{})
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:          lock,
+			LeaseDuration: cfg.LeaseDuration,
+			RenewDeadline: cfg.RenewDeadline,
+			RetryPeriod:   cfg.RetryPeriod,
+			Name:          cfg.Name,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					close(acquired)
+					defer close(finished)
+					r.log.Info("leading", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
+					lead(ctx)
+				},
+				OnStoppedLeading: func() {},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("driver: leader election: %w", err)
+		}
+		le.Run(ctx)
+		select {
+		case <-acquired:
+			<-finished
+			r.log.Info("stopped leading", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
+			r.release(lock, cfg)
+		default:
+		}
+	}
+	return ctx.Err()
+}
+
+// release gives the lease up if this replica still holds it, so that a
+// follower takes over at once instead of after the lease duration.
+func (r *Reconciler) release(lock *resourcelock.LeaseLock, cfg LeaderElection) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.RenewDeadline)
+	defer cancel()
+	rec, _, err := lock.Get(ctx)
+	if err != nil || rec.HolderIdentity != cfg.Identity {
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	if err := lock.Update(ctx, resourcelock.LeaderElectionRecord{LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now}); err != nil {
+		r.log.Error(err, "releasing the lease", "lease", cfg.Namespace+"/"+cfg.Name)
+	}
+}

@@ -1,0 +1,256 @@
+package driver
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Run reconciles until ctx is done, driven by events, and returns ctx's
+// error. It probes the served Sandbox version, starts informers for the
+// gateway's sandboxes and each namespace's fence, and waits for their
+// caches to sync: until then nothing is decided. A fence event queues every
+// sandbox of its namespace; a sandbox event queues that sandbox. Workers
+// take sandboxes off a rate-limited queue, decide with [Decide] from the
+// cache and write through the resourceVersion-guarded patch; a failure
+// queues the sandbox again with backoff. Every period (jittered) a
+// [Reconciler.Pass] over the cache is the safety net; it reads nothing from
+// the API server.
+//
+// With [WithLeaderElection], the caches run on every replica but only the
+// leader's workers run; a replica that loses the lease stops its workers
+// before it releases the lease.
+func (r *Reconciler) Run(ctx context.Context) error {
+	d := r.driver
+	if r.election != nil {
+		if _, err := r.election.config(); err != nil {
+			return err
+		}
+	}
+	client, err := d.sandboxes(ctx)
+	for err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.log.Error(err, "probing the Sandbox API; retrying")
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.next() / 20):
+		}
+		client, err = d.sandboxes(ctx)
+	}
+	c := d.newCaches(client.version())
+	q := &queue{}
+	c.known = q.namespace(c)
+	for ns := range c.sandboxes {
+		if err := r.handle(c, q, ns); err != nil {
+			return err
+		}
+	}
+	cacheCtx, stopCaches := context.WithCancel(ctx)
+	defer func() {
+		stopCaches()
+		c.shutdown()
+	}()
+	if err := c.start(cacheCtx); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.running = c
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.running = nil
+		r.mu.Unlock()
+	}()
+	r.log.V(1).Info("reconciler caches synced", "namespaces", d.namespaces, "version", client.version())
+	if r.election == nil {
+		r.lead(ctx, c, q)
+		return ctx.Err()
+	}
+	return r.elect(ctx, func(ctx context.Context) { r.lead(ctx, c, q) })
+}
+
+// handle queues sandboxes on the events of ns's informers.
+func (r *Reconciler) handle(c *caches, q *queue, ns string) error {
+	sandboxes := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { q.addObject(o) },
+		UpdateFunc: func(_, o any) { q.addObject(o) },
+		DeleteFunc: func(o any) {
+			if key, ok := keyOf(o); ok {
+				r.mu.Lock()
+				delete(r.written, key)
+				r.mu.Unlock()
+			}
+		},
+	}
+	if _, err := c.sandboxes[ns].AddEventHandler(sandboxes); err != nil {
+		return err
+	}
+	all := q.namespace(c)
+	fence := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { all(ns) },
+		UpdateFunc: func(any, any) { all(ns) },
+		// A delete event is the API server's word that the fence is gone.
+		DeleteFunc: func(any) { all(ns) },
+	}
+	_, err := c.fences[ns].AddEventHandler(fence)
+	return err
+}
+
+// lead runs the workers and the resync until ctx is done, and returns once
+// every worker has stopped.
+func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
+	wq := q.open()
+	defer q.close()
+	r.setLeading(true)
+	defer r.setLeading(false)
+	for ns := range c.sandboxes {
+		q.namespace(c)(ns)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < r.workers; i++ {
+		wg.Go(func() {
+			for r.work(ctx, c, wq) {
+			}
+		})
+	}
+	wg.Go(func() {
+		for {
+			t := time.NewTimer(r.next())
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			// The safety net: a full sweep of the cache.
+			if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error(err, "resync found errors; their sandboxes are retried")
+			}
+		}
+	})
+	<-ctx.Done()
+	wq.ShutDown()
+	wg.Wait()
+}
+
+// work reconciles one queued sandbox; it returns false when the queue is
+// shut down.
+func (r *Reconciler) work(ctx context.Context, c *caches, wq workqueue.TypedRateLimitingInterface[types.NamespacedName]) bool {
+	key, shutdown := wq.Get()
+	if shutdown {
+		return false
+	}
+	defer wq.Done(key)
+	if ctx.Err() != nil {
+		return true
+	}
+	s, ok := c.sandbox(key)
+	if !ok {
+		wq.Forget(key)
+		return true
+	}
+	live, err := c.fence(key.Namespace)
+	if err != nil {
+		// Unknown is not absent: decide nothing, look again later.
+		r.log.V(1).Info("fence unknown; not deciding", "namespace", key.Namespace, "sandbox", key.Name, "reason", err.Error())
+		wq.AddRateLimited(key)
+		return true
+	}
+	now := r.driver.opts.now()
+	if _, err := r.reconcile(ctx, &s, live, now); err != nil {
+		if ctx.Err() == nil {
+			r.log.Error(err, "reconciling sandbox; retrying", "namespace", key.Namespace, "sandbox", key.Name)
+			wq.AddRateLimited(key)
+		}
+		return true
+	}
+	wq.Forget(key)
+	// A bootstrap may become overdue without any event: look again when
+	// its grace ends.
+	if s.Running && !s.BootstrapStarted.IsZero() {
+		if left := s.BootstrapStarted.Add(r.grace).Sub(now); left > 0 {
+			wq.AddAfter(key, left+time.Second)
+		}
+	}
+	return true
+}
+
+// queue is the work queue of the current leadership term; events that
+// arrive while this replica does not lead are dropped, since taking the
+// lead queues every cached sandbox.
+type queue struct {
+	mu sync.Mutex
+	wq workqueue.TypedRateLimitingInterface[types.NamespacedName]
+}
+
+func (q *queue) open() workqueue.TypedRateLimitingInterface[types.NamespacedName] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.wq = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "kubewire-driver"},
+	)
+	return q.wq
+}
+
+func (q *queue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.wq = nil
+}
+
+func (q *queue) add(key types.NamespacedName) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.wq != nil {
+		q.wq.Add(key)
+	}
+}
+
+func (q *queue) addObject(o any) {
+	if key, ok := keyOf(o); ok {
+		q.add(key)
+	}
+}
+
+// namespace returns a function that queues every cached sandbox of a
+// namespace.
+func (q *queue) namespace(c *caches) func(ns string) {
+	return func(ns string) {
+		inf, ok := c.sandboxes[ns]
+		if !ok {
+			return
+		}
+		for _, o := range inf.GetStore().List() {
+			q.addObject(o)
+		}
+	}
+}
+
+func (r *Reconciler) setLeading(v bool) {
+	r.mu.Lock()
+	r.leading = v
+	r.mu.Unlock()
+}
+
+// Synced reports whether Run's caches have synced: a readiness check.
+func (r *Reconciler) Synced() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running != nil
+}
+
+// Leading reports whether Run's workers run: always once synced without
+// leader election, only while this replica holds the lease with it.
+func (r *Reconciler) Leading() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leading
+}
