@@ -42,6 +42,11 @@ func fromMeta(m *metav1.ObjectMeta, version string) Sandbox {
 		Version:         version,
 		Deleting:        m.DeletionTimestamp != nil,
 		labels:          m.Labels,
+		podName:         m.Name,
+	}
+	// The controller tracks an adopted pod of another name here.
+	if name := m.Annotations[sandboxv1alpha1.SandboxPodNameAnnotation]; name != "" {
+		s.podName = name
 	}
 	ann := m.Annotations
 	if uid := ann[AnnotationFenceUID]; uid != "" {

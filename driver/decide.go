@@ -17,12 +17,12 @@ const (
 	// ActionSuspend: an active sandbox runs outside the current fence;
 	// suspend it (fail closed).
 	ActionSuspend
-	// ActionRollback: a bootstrap past its grace period that the API server
-	// reported failed; suspend it. Never a delete.
+	// ActionRollback: a bootstrap past its grace period that the controller
+	// reports failed or stuck; suspend it. Never a delete.
 	ActionRollback
-	// ActionClearBootstrap: the sandbox became Ready; drop the bootstrap
-	// annotation so that a later failure is not taken for a failed
-	// bootstrap.
+	// ActionClearBootstrap: the sandbox became Ready (or Finished); drop
+	// the bootstrap annotation so that a later failure is not taken for a
+	// failed bootstrap.
 	ActionClearBootstrap
 )
 

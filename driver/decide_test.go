@@ -94,9 +94,7 @@ func runPhaseCases(t *testing.T, tests []phaseCase) {
 			before := append([]metav1.Condition(nil), tt.give.Conditions...)
 			assert.Equal(t, tt.want, driver.DerivePhase(tt.give))
 			assert.Equal(t, before, tt.give.Conditions, "DerivePhase must not change its argument")
-			if tt.wantReason != "" {
-				assert.Equal(t, tt.wantReason, driver.Explain(tt.give))
-			}
+			assert.Equal(t, tt.wantReason, driver.Explain(tt.give), "the reason beside the phase")
 		})
 	}
 }
@@ -114,10 +112,10 @@ func TestDerivePhaseV1beta1(t *testing.T) {
 		{"created, no status yet", bootstrapping(sb(1, true)), driver.PhaseStarting, ""},
 		{"deleting wins", driver.Sandbox{Generation: 1, Deleting: true, HasStatus: true, Conditions: []metav1.Condition{cond(condReady, yes, "DependenciesReady", 1)}}, driver.PhaseDeleting, ""},
 		{"ready", sb(1, true, notSuspended, cond(condReady, yes, "DependenciesReady", 1)), driver.PhaseReady, "DependenciesReady"},
-		{"ready wins over a stale Suspended=True (v0.5.0-0.5.3 after a resume)", sb(3, true, cond(condSuspended, yes, "PodTerminated", 3), cond(condReady, yes, "DependenciesReady", 3)), driver.PhaseReady, ""},
+		{"ready wins over a stale Suspended=True (v0.5.0-0.5.3 after a resume)", sb(3, true, cond(condSuspended, yes, "PodTerminated", 3), cond(condReady, yes, "DependenciesReady", 3)), driver.PhaseReady, "DependenciesReady"},
 		{"suspended", sb(2, false, cond(condSuspended, yes, "PodTerminated", 2), cond(condReady, no, "SandboxSuspended", 2)), driver.PhaseStopped, "PodTerminated"},
 		{"suspending: pod terminating", sb(2, false, cond(condSuspended, no, "PodTerminating", 2), cond(condReady, no, "SandboxSuspended", 2)), driver.PhaseStopping, "PodTerminating"},
-		{"suspending: pod state unknown", sb(2, false, cond(condSuspended, metav1.ConditionUnknown, "PodStateUnknown", 2), cond(condReady, no, "ReconcilerError", 2)), driver.PhaseStopping, ""},
+		{"suspending: pod state unknown", sb(2, false, cond(condSuspended, metav1.ConditionUnknown, "PodStateUnknown", 2), cond(condReady, no, "ReconcilerError", 2)), driver.PhaseStopping, "PodStateUnknown"},
 		{"stop cannot complete: pod not owned", sb(2, false, cond(condSuspended, no, "PodNotOwned", 2), cond(condReady, no, "SandboxSuspended", 2)), driver.PhaseError, "PodNotOwned"},
 		{"right after a stop: every condition stale", sb(2, false, cond(condSuspended, no, "NotSuspended", 1), cond(condReady, yes, "DependenciesReady", 1)), driver.PhaseStopping, ""},
 		{"right after a start: every condition stale", bootstrapping(sb(3, true, cond(condSuspended, yes, "PodTerminated", 2), cond(condReady, no, "SandboxSuspended", 2))), driver.PhaseStarting, ""},
@@ -130,10 +128,11 @@ func TestDerivePhaseV1beta1(t *testing.T) {
 		{"pod failed", sb(1, true, notSuspended, cond(condFinished, yes, "PodFailed", 1), cond(condReady, no, "PodFailed", 1)), driver.PhaseError, "PodFailed"},
 		{"multiple pods", sb(1, true, notSuspended, cond(condReady, no, "MultiplePods", 1)), driver.PhaseError, "MultiplePods"},
 		{"pod succeeded: finished, not failed", sb(1, true, notSuspended, cond(condFinished, yes, "PodSucceeded", 1), cond(condReady, no, "PodSucceeded", 1)), driver.PhaseFinished, "PodSucceeded"},
-		{"expired under Retain: finished", sb(1, true, cond(condFinished, yes, "PodSucceeded", 1), cond(condReady, no, "SandboxExpired", 1)), driver.PhaseFinished, ""},
+		{"expired under Retain: finished", sb(1, true, cond(condFinished, yes, "PodSucceeded", 1), cond(condReady, no, "SandboxExpired", 1)), driver.PhaseFinished, "PodSucceeded"},
 		{"expired, no Finished: finished", sb(1, true, notSuspended, cond(condReady, no, "SandboxExpired", 1)), driver.PhaseFinished, "SandboxExpired"},
 		{"unknown Ready reason", sb(1, true, notSuspended, cond(condReady, no, "SomethingNew", 1)), driver.PhaseError, "SomethingNew"},
-		{"stale suspended ignored, ready current", sb(4, true, cond(condSuspended, yes, "PodTerminated", 2), cond(condReady, yes, "DependenciesReady", 4)), driver.PhaseReady, ""},
+		{"stale suspended ignored, ready current", sb(4, true, cond(condSuspended, yes, "PodTerminated", 2), cond(condReady, yes, "DependenciesReady", 4)), driver.PhaseReady, "DependenciesReady"},
+		{"stopped after it expired (v0.5.6 keeps only Ready current)", sb(2, false, cond(condSuspended, no, "NotSuspended", 1), cond(condReady, no, "SandboxExpired", 2)), driver.PhaseFinished, "SandboxExpired"},
 	}
 	runPhaseCases(t, tests)
 }
@@ -147,7 +146,8 @@ func TestDerivePhaseV1alpha1(t *testing.T) {
 	}
 	stoppedReady := cond(condReady, yes, "DependenciesReady", 2)
 	tests := []phaseCase{
-		{"running and ready", sb(1, true, driver.PodNotChecked, cond(condReady, yes, "DependenciesReady", 1)), driver.PhaseReady, ""},
+		{"running and ready", sb(1, true, driver.PodNotChecked, cond(condReady, yes, "DependenciesReady", 1)), driver.PhaseReady, "DependenciesReady"},
+		{"replicas 0, a pod the sandbox does not own: the stop cannot complete", sb(2, false, driver.PodNotOwned, stoppedReady), driver.PhaseError, "PodNotOwned"},
 		{"replicas 0, Ready=True, pod still there: stopping, not ready", sb(2, false, driver.PodPresent, stoppedReady), driver.PhaseStopping, ""},
 		{"replicas 0, Ready=True, pod not checked: stopping", sb(2, false, driver.PodNotChecked, stoppedReady), driver.PhaseStopping, ""},
 		{"replicas 0, pod gone: stopped", sb(2, false, driver.PodAbsent, stoppedReady), driver.PhaseStopped, ""},

@@ -68,5 +68,5 @@
 //
 // Events are events.k8s.io/v1 Events written by client-go's recorder
 // (k8s.io/client-go/tools/events) in the background; repeats of one Event
-// become a series. [Driver.Close] flushes and stops it.
+// become a series. [Driver.Close] stops it.
 package driver

@@ -20,13 +20,8 @@ import (
 	"github.com/kubewire/kubewire/kubeadapter"
 )
 
-// LabelSandbox names, on a sandbox's pod template and so on its pod, the
-// sandbox it belongs to.
-const LabelSandbox = "kubewire.io/sandbox"
-
 // Driver manages the Sandboxes of one gateway in a set of namespaces. It
-// is safe for concurrent use. Close it to flush and stop its Event
-// recorder.
+// is safe for concurrent use. Close it to stop its Event recorder.
 type Driver struct {
 	gateway    string
 	namespaces []string
@@ -88,9 +83,9 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 	return d, nil
 }
 
-// Close flushes the Events the driver recorded and stops its recorder.
-// The driver's operations keep working; Events recorded after Close are
-// dropped.
+// Close stops the driver's Event recorder: writes under way finish, Events
+// not yet written are dropped. The driver's operations keep working;
+// Events recorded after Close are dropped.
 func (d *Driver) Close() { d.events.shutdown() }
 
 // Namespaces returns the namespaces the driver serves.

@@ -46,22 +46,26 @@ type rig struct {
 // currentRig runs agent-sandbox's controller of the go.mod release in
 // process, against the package's API server.
 func currentRig(t *testing.T) *rig {
-	cfg := env.Config(t)
-	kubetest.RunController(t, cfg)
-	return newRig(t, cfg)
+	r := newRig(t, env.Config(t))
+	kubetest.RunController(t, r.cfg, r.ns)
+	return r
 }
 
-// legacyRig starts an API server of its own with the v0.4.6 CRD
-// (v1alpha1 only; it cannot share one with the v1beta1 CRD) and runs the
-// v0.4.6 controller binary against it.
+// legacyRig uses a second API server, with the v0.4.6 CRD (v1alpha1 only;
+// it cannot share one with the v1beta1 CRD), and runs the v0.4.6
+// controller binary against it.
 func legacyRig(t *testing.T) *rig {
 	env.Config(t) // skips or fails as the package's API server does
 	binary, crd := kubetest.LegacyController(t)
-	e := kubetest.Start(crd)
-	t.Cleanup(e.Stop)
-	cfg := e.Config(t)
-	kubetest.RunLegacyController(t, cfg, binary)
-	return newRig(t, cfg)
+	r := newRig(t, kubetest.Shared(crd).Config(t))
+	kubetest.RunLegacyController(t, r.cfg, binary)
+	return r
+}
+
+// rigs runs test against each release's controller.
+func rigs(t *testing.T, test func(t *testing.T, r *rig)) {
+	t.Run("v1beta1", func(t *testing.T) { test(t, currentRig(t)) })
+	t.Run("v1alpha1 (v0.4.6)", func(t *testing.T) { test(t, legacyRig(t)) })
 }
 
 func newRig(t *testing.T, cfg *rest.Config) *rig {
@@ -89,10 +93,11 @@ func (r *rig) driver(t *testing.T, counter *writes, opts ...driver.Option) *driv
 func waitPhase(t *testing.T, d *driver.Driver, ns, name string, want driver.Phase) driver.Sandbox {
 	t.Helper()
 	var got driver.Sandbox
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var err error
 		got, err = d.Get(context.Background(), ns, name)
-		return assert.NoError(t, err) && got.Phase == want
+		require.NoError(c, err)
+		assert.Equal(c, want, got.Phase)
 	}, settle, 20*time.Millisecond, "sandbox %s/%s never reached %s", ns, name, want)
 	return got
 }
@@ -118,9 +123,17 @@ func lifecycle(t *testing.T, r *rig, version string) {
 		pod, err := r.cs.CoreV1().Pods(r.ns).Get(ctx, "life", metav1.GetOptions{})
 		return err == nil && pod.DeletionTimestamp != nil
 	}, settle, 20*time.Millisecond, "the controller deletes the pod")
-	s, err = d.Get(ctx, r.ns, "life")
-	require.NoError(t, err)
+	// Once the controller has observed the stop, the phase comes from
+	// what it wrote, not from the intent alone.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s, err = d.Get(ctx, r.ns, "life")
+		require.NoError(c, err)
+		assert.True(c, observed(s), "conditions of generation %d", s.Generation)
+	}, settle, 20*time.Millisecond)
 	assert.Equal(t, driver.PhaseStopping, s.Phase, "the pod is still terminating")
+	if version == "v1beta1" {
+		assert.Equal(t, sandboxv1beta1.SandboxReasonSuspendedPodTerminating, s.Reason)
+	}
 	r.kubelet.Release("life")
 	waitPhase(t, d, r.ns, "life", driver.PhaseStopped)
 
@@ -136,6 +149,16 @@ func lifecycle(t *testing.T, r *rig, version string) {
 	}, settle, 20*time.Millisecond)
 }
 
+// observed reports whether every condition describes s's generation.
+func observed(s driver.Sandbox) bool {
+	for _, c := range s.Conditions {
+		if c.ObservedGeneration != s.Generation {
+			return false
+		}
+	}
+	return len(s.Conditions) > 0
+}
+
 func TestLifecycle(t *testing.T) {
 	t.Run("v1beta1", func(t *testing.T) { lifecycle(t, currentRig(t), "v1beta1") })
 	t.Run("v1alpha1 (v0.4.6)", func(t *testing.T) { lifecycle(t, legacyRig(t), "v1alpha1") })
@@ -144,19 +167,31 @@ func TestLifecycle(t *testing.T) {
 // TestStartStuckIsRolledBack: a start the scheduler cannot place is
 // Starting while it waits; past the bootstrap grace the reconciler
 // suspends it (never deletes it).
-func TestStartStuckIsRolledBack(t *testing.T) {
-	r := currentRig(t)
+func TestStartStuckIsRolledBack(t *testing.T) { rigs(t, startStuck) }
+
+func startStuck(t *testing.T, r *rig) {
 	ctx := context.Background()
 	r.kubelet.Set("stuck", kubetest.PodUnschedulable)
 	d := r.driver(t, nil)
 	_, err := d.Create(ctx, r.ns, "stuck", driver.CreateSpec{PodTemplate: agentPod})
 	require.NoError(t, err)
 	var s driver.Sandbox
-	require.Eventually(t, func() bool {
+	// v0.5.6 mirrors the pod's PodScheduled; v0.4.x says only
+	// DependenciesNotReady.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		s, err = d.Get(ctx, r.ns, "stuck")
-		return assert.NoError(t, err) && s.Reason == driver.ReasonUnschedulable
+		require.NoError(c, err)
+		assert.Contains(c, []string{driver.ReasonUnschedulable, sandboxv1beta1.SandboxReasonDependenciesNotReady}, s.Reason)
+		assert.True(c, observed(s))
 	}, settle, 20*time.Millisecond)
 	assert.Equal(t, driver.PhaseStarting, s.Phase)
+	if s.Version == "v1beta1" {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			s, err = d.Get(ctx, r.ns, "stuck")
+			require.NoError(c, err)
+			assert.Equal(c, driver.ReasonUnschedulable, s.Reason)
+		}, settle, 20*time.Millisecond)
+	}
 
 	rec := driver.NewReconciler(d, driver.WithBootstrapGrace(time.Hour))
 	stats, err := rec.Pass(ctx)
@@ -179,7 +214,7 @@ func TestPodNotOwnedStopFails(t *testing.T) {
 	r := currentRig(t)
 	ctx := context.Background()
 	_, err := r.cs.CoreV1().Pods(r.ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "squatted", Labels: map[string]string{driver.LabelSandbox: "squatted"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "squatted"},
 		Spec:       agentPod.Spec,
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -212,8 +247,9 @@ func TestCRDRequiresPodTemplate(t *testing.T) {
 type writes struct {
 	mu      sync.Mutex
 	patches map[string]int
-	at      []time.Time // when each PATCH was sent
-	other   int
+	at      []time.Time // when each sandbox PATCH was sent
+	other   int         // every other request but a read, an Event or a Lease
+	events  int
 	fail    func(*http.Request) bool
 }
 
@@ -223,15 +259,18 @@ func (w *writes) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		w.mu.Lock()
 		fail := w.fail
-		if p := req.URL.Path; strings.Contains(p, "/sandboxes/") || strings.HasSuffix(p, "/sandboxes") {
-			switch req.Method {
-			case http.MethodPatch:
-				name := req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
-				w.patches[name]++
-				w.at = append(w.at, time.Now())
-			case http.MethodPost, http.MethodPut, http.MethodDelete:
-				w.other++
-			}
+		p := req.URL.Path
+		switch {
+		case req.Method == http.MethodGet:
+		case strings.HasPrefix(p, "/apis/events.k8s.io/"):
+			w.events++
+		case strings.HasPrefix(p, "/apis/coordination.k8s.io/"):
+			// Leader election renews and releases its Lease.
+		case req.Method == http.MethodPatch && strings.Contains(p, "/sandboxes/"):
+			w.patches[p[strings.LastIndex(p, "/")+1:]]++
+			w.at = append(w.at, time.Now())
+		default:
+			w.other++
 		}
 		w.mu.Unlock()
 		if fail != nil && fail(req) {
@@ -247,7 +286,7 @@ func (w *writes) reset() map[string]int {
 	out := w.patches
 	w.patches = map[string]int{}
 	w.at = nil
-	out["(create, update or delete)"] = w.other
+	out["(any other write)"] = w.other
 	w.other = 0
 	return out
 }
@@ -303,12 +342,12 @@ func seedRegression(t *testing.T, r *rig) {
 	stats, err = rec.Pass(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, driver.PassStats{Seen: 5, Actions: 2, Warnings: 2, Duration: stats.Duration}, stats)
-	assert.Equal(t, map[string]int{"run-0": 1, "run-1": 1, "(create, update or delete)": 0}, counter.reset(), "pass 1: one write to each running sandbox")
+	assert.Equal(t, map[string]int{"run-0": 1, "run-1": 1, "(any other write)": 0}, counter.reset(), "pass 1: one write to each running sandbox")
 	for pass := 2; pass <= 3; pass++ {
 		stats, err = rec.Pass(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, driver.PassStats{Seen: 5, Duration: stats.Duration}, stats, "pass %d", pass)
-		assert.Equal(t, map[string]int{"(create, update or delete)": 0}, counter.reset(), "pass %d writes nothing", pass)
+		assert.Equal(t, map[string]int{"(any other write)": 0}, counter.reset(), "pass %d writes nothing", pass)
 	}
 	assert.Equal(t, 2, l.count(staleWarning), "one warning per transition")
 	for _, name := range names[:2] {
@@ -316,8 +355,8 @@ func seedRegression(t *testing.T, r *rig) {
 	}
 
 	// One Event per transition, through client-go's recorder.
-	d.Close()
 	require.Eventually(t, func() bool { return len(staleEvents(t, r)) == 2 }, settle, 20*time.Millisecond)
+	d.Close()
 	for _, ev := range staleEvents(t, r) {
 		assert.Contains(t, []string{"run-0", "run-1"}, ev.Regarding.Name)
 		assert.Equal(t, "Sandbox", ev.Regarding.Kind)
@@ -339,10 +378,7 @@ func staleEvents(t *testing.T, r *rig) []eventsv1.Event {
 	return out
 }
 
-func TestSeedRegression(t *testing.T) {
-	t.Run("v1beta1", func(t *testing.T) { seedRegression(t, currentRig(t)) })
-	t.Run("v1alpha1 (v0.4.6)", func(t *testing.T) { seedRegression(t, legacyRig(t)) })
-}
+func TestSeedRegression(t *testing.T) { rigs(t, seedRegression) }
 
 // TestUnreadableFence: when the fence cannot be read, the pass reports an
 // error and writes nothing, though every sandbox runs under an old fence.
@@ -367,5 +403,5 @@ func TestUnreadableFence(t *testing.T) {
 	assert.ErrorContains(t, err, "injected")
 	assert.Equal(t, 1, stats.Errors)
 	assert.Zero(t, stats.Actions)
-	assert.Equal(t, map[string]int{"(create, update or delete)": 0}, counter.reset(), "unknown is not absent: nothing written")
+	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.reset(), "unknown is not absent: nothing written")
 }

@@ -8,8 +8,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
@@ -20,9 +18,7 @@ import (
 // CreateSpec is what a caller chooses about a new sandbox.
 type CreateSpec struct {
 	// PodTemplate becomes spec.podTemplate. Required: the Sandbox CRD
-	// requires spec.podTemplate.spec.containers, each with a name. The
-	// driver adds its own labels to the template's metadata, so that it
-	// can find the sandbox's pod.
+	// requires spec.podTemplate.spec.containers, each with a name.
 	PodTemplate sandboxv1beta1.PodTemplate
 }
 
@@ -67,7 +63,6 @@ func (d *Driver) Create(ctx context.Context, ns, name string, spec CreateSpec) (
 		return Sandbox{}, wrap(op, ns, name, err)
 	}
 	tmpl := *spec.PodTemplate.DeepCopy()
-	tmpl.ObjectMeta.Labels = labels.Merge(tmpl.ObjectMeta.Labels, d.podLabels(name))
 	meta := metav1.ObjectMeta{
 		Name:      name,
 		Namespace: ns,
@@ -95,7 +90,7 @@ func (d *Driver) Get(ctx context.Context, ns, name string) (Sandbox, error) {
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if err := d.checkPods(ctx, ns, name, []*Sandbox{&s}); err != nil {
+	if err := d.checkPods(ctx, []*Sandbox{&s}); err != nil {
 		return Sandbox{}, wrap(op, ns, name, err)
 	}
 	return s, nil
@@ -131,7 +126,7 @@ func (d *Driver) List(ctx context.Context, ns string) ([]Sandbox, error) {
 	for i := range out {
 		ptrs[i] = &out[i]
 	}
-	if err := d.checkPods(ctx, ns, "", ptrs); err != nil {
+	if err := d.checkPods(ctx, ptrs); err != nil {
 		return nil, wrap(op, ns, "", err)
 	}
 	return out, nil
@@ -160,51 +155,29 @@ func (d *Driver) list(ctx context.Context, ns string) ([]Sandbox, error) {
 	}
 }
 
-// podLabels are the labels the driver puts on a sandbox's pod template.
-func (d *Driver) podLabels(name string) labels.Set {
-	return labels.Merge(d.ownLabels(), labels.Set{LabelSandbox: name})
-}
-
 // checkPods settles Stopping from Stopped for stopped v1alpha1 sandboxes,
 // whose controllers (agent-sandbox v0.4.x) report Ready=True with replicas
-// 0 while the pod may still be terminating: a sandbox is Stopped once the
-// API server lists no pod it controls. One LIST of the driver's pods in ns
-// (of name's pod only, if name is set) serves every sandbox given.
-func (d *Driver) checkPods(ctx context.Context, ns, name string, sandboxes []*Sandbox) error {
-	var need []*Sandbox
+// 0 whether or not the pod is still terminating, and refuse, silently, to
+// delete a pod of that name they do not own. For each such sandbox it reads
+// the pod the controller names (the pod-name annotation, else the sandbox's
+// name): gone is Stopped, the sandbox's own is Stopping, another's is the
+// stop that cannot complete. One GET per stopped v1alpha1 sandbox; none on
+// v1beta1, whose controllers say all this in the Suspended condition.
+func (d *Driver) checkPods(ctx context.Context, sandboxes []*Sandbox) error {
 	for _, s := range sandboxes {
-		if s.Version == sandboxv1alpha1.GroupVersion.Version && !s.Running && !s.Deleting {
-			need = append(need, s)
+		if s.Version != sandboxv1alpha1.GroupVersion.Version || s.Running || s.Deleting {
+			continue
 		}
-	}
-	if len(need) == 0 {
-		return nil
-	}
-	sel := labels.Set(d.ownLabels())
-	if name != "" {
-		sel = d.podLabels(name)
-	}
-	owners := map[types.UID]bool{}
-	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String(), Limit: d.opts.pageSize}
-	for {
-		pods, err := d.kube.CoreV1().Pods(ns).List(ctx, opts)
-		if err != nil {
+		pod, err := d.kube.CoreV1().Pods(s.Namespace).Get(ctx, s.podName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			s.Pod = PodAbsent
+		case err != nil:
 			return err
-		}
-		for i := range pods.Items {
-			if ref := metav1.GetControllerOf(&pods.Items[i]); ref != nil && ref.Kind == "Sandbox" {
-				owners[ref.UID] = true
-			}
-		}
-		if pods.Continue == "" {
-			break
-		}
-		opts.Continue = pods.Continue
-	}
-	for _, s := range need {
-		s.Pod = PodAbsent
-		if owners[s.UID] {
+		case metav1.IsControlledBy(pod, &metav1.ObjectMeta{UID: s.UID}):
 			s.Pod = PodPresent
+		default:
+			s.Pod = PodNotOwned
 		}
 		*s = withPhase(*s)
 	}
@@ -232,7 +205,7 @@ func (d *Driver) Stop(ctx context.Context, ns, name string) (Sandbox, error) {
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if err := d.checkPods(ctx, ns, name, []*Sandbox{&s}); err != nil {
+	if err := d.checkPods(ctx, []*Sandbox{&s}); err != nil {
 		return Sandbox{}, wrap(op, ns, name, err)
 	}
 	if s.Phase == PhaseError && s.Reason == sandboxv1beta1.SandboxReasonSuspendedPodNotOwned {

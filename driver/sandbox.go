@@ -3,6 +3,7 @@ package driver
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
@@ -17,7 +18,7 @@ const (
 	AnnotationFenceUID        = "kubewire.io/fence-uid"
 	AnnotationFenceGeneration = "kubewire.io/fence-generation"
 	// AnnotationBootstrap records when a create or start began; it is
-	// removed once the sandbox is Ready, or when it is stopped.
+	// removed once the sandbox is Ready or Finished, or when it is stopped.
 	AnnotationBootstrap = "kubewire.io/bootstrap-started"
 )
 
@@ -41,8 +42,9 @@ const (
 // Reasons the driver reports beside a phase that come from the pod rather
 // than from a Sandbox condition.
 const (
-	// ReasonUnschedulable mirrors the pod's PodScheduled=False reason.
-	ReasonUnschedulable = "Unschedulable"
+	// ReasonUnschedulable is the pod's PodScheduled=False reason, which
+	// agent-sandbox v0.5.6+ mirrors on the sandbox.
+	ReasonUnschedulable = corev1.PodReasonUnschedulable
 )
 
 // Fence identifies a fence NetworkPolicy: the pair the API server assigns.
@@ -65,8 +67,11 @@ const (
 	PodNotChecked PodState = iota
 	// PodPresent: the sandbox's pod still exists.
 	PodPresent
-	// PodAbsent: the API server listed the sandbox's pods and found none.
+	// PodAbsent: the API server says the sandbox's pod does not exist.
 	PodAbsent
+	// PodNotOwned: a pod of that name exists but the sandbox does not own
+	// it; the controller will not delete it, so the stop cannot complete.
+	PodNotOwned
 )
 
 // Sandbox is the driver's view of a Sandbox resource of either served
@@ -102,7 +107,8 @@ type Sandbox struct {
 	Reason  string
 	Message string
 
-	labels map[string]string
+	labels  map[string]string
+	podName string
 }
 
 // condition returns the condition of type t that describes the current
@@ -138,7 +144,9 @@ func (s *Sandbox) condition(t sandboxv1beta1.ConditionType) *metav1.Condition {
 //	  Suspended=True (v0.5+)                                Stopped
 //	  Suspended=False, PodNotOwned (the stop cannot finish) Error
 //	  other Suspended                                       Stopping
+//	  Ready=False SandboxExpired                            Finished
 //	  no Suspended (v0.4.x, v1alpha1): pod gone             Stopped
+//	  no Suspended, a pod the sandbox does not own          Error (PodNotOwned)
 //	  no Suspended, pod present or not checked              Stopping
 //
 //	intent running:
@@ -183,6 +191,9 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 	}
 	if !s.Running {
 		switch {
+		case ready != nil && ready.Reason == sandboxv1beta1.SandboxReasonExpired:
+			// An expired sandbox keeps only Ready current (v0.5.6).
+			return PhaseFinished, ready
 		case suspended != nil && suspended.Status == metav1.ConditionTrue:
 			return PhaseStopped, suspended
 		case suspended != nil && suspended.Reason == sandboxv1beta1.SandboxReasonSuspendedPodNotOwned:
@@ -191,6 +202,8 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 			return PhaseStopping, suspended
 		case s.Pod == PodAbsent:
 			return PhaseStopped, nil
+		case s.Pod == PodNotOwned:
+			return PhaseError, &podNotOwned
 		}
 		return PhaseStopping, nil
 	}
@@ -229,10 +242,17 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 // reconcile failed; agent-sandbox has no constant for it.
 const reasonReconcilerError = "ReconcilerError"
 
+// podNotOwned explains a v1alpha1 stop that cannot complete, in the words
+// v0.5+ controllers use for it.
+var podNotOwned = metav1.Condition{
+	Reason:  sandboxv1beta1.SandboxReasonSuspendedPodNotOwned,
+	Message: "a pod of the sandbox's name exists that the sandbox does not own; the controller will not delete it",
+}
+
 // withPhase fills in s's phase and its explanation.
 func withPhase(s Sandbox) Sandbox {
 	p, c := derive(&s)
-	s.Phase = p
+	s.Phase, s.Reason, s.Message = p, "", ""
 	if c != nil {
 		s.Reason, s.Message = c.Reason, c.Message
 	}

@@ -1,8 +1,14 @@
 // Command gateway is a small HTTP JSON API over the kubewire sandbox
-// driver, with the driver's reconciler running beside it. Copy it as the
-// start of a gateway.
+// driver, with the driver's event-driven reconciler running beside it.
+// Copy it as the start of a gateway.
 //
 //	go run ./examples/gateway -kubeconfig ~/.kube/config -namespace team-a -gateway gw-1
+//
+// Run as several replicas (-replicas N, N > 1), the replicas elect a leader
+// on a Lease (-lease-namespace, -lease-name): every replica serves the API
+// and keeps warm caches, only the leader's reconciler writes, and another
+// takes over within the lease duration when it goes away. -once runs one
+// reconcile pass and exits.
 //
 // Routes:
 //
@@ -52,7 +58,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:8080", "address to serve the API on")
 	gateway := fs.String("gateway", "gateway", "this gateway's name, a label value")
 	namespaces := fs.String("namespace", "default", "comma-separated namespaces the gateway manages")
-	period := fs.Duration("period", driver.DefaultPeriod, "reconcile period (jittered)")
+	period := fs.Duration("period", driver.DefaultPeriod, "resync period of the reconciler (jittered); events drive it")
+	replicas := fs.Int("replicas", 1, "how many replicas of this gateway run; above 1, they elect a leader")
+	leaseNS := fs.String("lease-namespace", "", "namespace of the leader election Lease (default: the first -namespace)")
+	leaseName := fs.String("lease-name", "", "name of the leader election Lease (default: <gateway>-reconciler)")
+	once := fs.Bool("once", false, "run one reconcile pass and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -71,10 +81,43 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	defer d.Close()
-	srv := &http.Server{Addr: *listen, Handler: newHandler(d), ReadHeaderTimeout: 10 * time.Second}
+	opts := []driver.ReconcilerOption{driver.WithPeriod(*period)}
+	if *replicas > 1 {
+		le := driver.LeaderElection{Namespace: *leaseNS, Name: *leaseName}
+		if le.Namespace == "" {
+			le.Namespace = d.Namespaces()[0]
+		}
+		if le.Name == "" {
+			le.Name = *gateway + "-reconciler"
+		}
+		if pod := os.Getenv("POD_NAME"); pod != "" {
+			le.Identity = pod
+		}
+		opts = append(opts, driver.WithLeaderElection(le))
+	}
+	rec := driver.NewReconciler(d, opts...)
+	if *once {
+		stats, err := rec.Pass(ctx)
+		log.Info("reconcile pass", "seen", stats.Seen, "actions", stats.Actions, "warnings", stats.Warnings, "errors", stats.Errors)
+		if err != nil {
+			fmt.Fprintf(stderr, "gateway: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reconciled := make(chan error, 1)
 	go func() {
-		_ = driver.NewReconciler(d, driver.WithPeriod(*period)).Run(ctx)
+		err := rec.Run(ctx)
+		if ctx.Err() == nil {
+			// The reconciler cannot run (a bad lease, say): stop serving.
+			log.Error(err, "reconciler stopped")
+			cancel()
+		}
+		reconciled <- err
 	}()
+	srv := &http.Server{Addr: *listen, Handler: newHandler(d), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -84,6 +127,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	log.Info("serving", "addr", *listen, "namespaces", d.Namespaces())
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
+		cancel()
+		<-reconciled
+		return 1
+	}
+	if err := <-reconciled; !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "gateway: reconciler: %v\n", err)
 		return 1
 	}
 	return 0

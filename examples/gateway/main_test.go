@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	networkingv1 "k8s.io/api/networking/v1"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,7 +78,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	kubetest.RunController(t, cfg)
+	kubetest.RunController(t, cfg, ns.Name)
 	kubetest.RunKubelet(t, cfg, ns.Name)
 	d, err := driver.New(cfg, "gw-e2e", []string{ns.Name})
 	require.NoError(t, err)
@@ -154,4 +157,96 @@ func TestRunBadFlags(t *testing.T) {
 	errOut.Reset()
 	assert.Equal(t, 2, run(context.Background(), []string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-namespace", "Bad_NS"}, &errOut))
 	assert.Contains(t, errOut.String(), `driver: namespace "Bad_NS" is not a valid namespace name`)
+}
+
+// TestTwoReplicas runs two gateways as replicas of one: they elect a
+// leader, and a fence change suspends each running sandbox once, with one
+// Event each.
+func TestTwoReplicas(t *testing.T) {
+	cfg := env.Config(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	kubetest.RunController(t, cfg, ns.Name)
+	kubetest.RunKubelet(t, cfg, ns.Name)
+	kubeconfig := kubetest.WriteKubeconfig(t, cfg)
+
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	outs := make([]*syncBuffer, 2)
+	for i := range outs {
+		outs[i] = &syncBuffer{}
+		wg.Go(func() {
+			args := []string{"-kubeconfig", kubeconfig, "-namespace", ns.Name, "-gateway", "gw-2r", "-replicas", "2", "-listen", "127.0.0.1:0"}
+			assert.Equal(t, 0, run(runCtx, args, outs[i]), "replica %d", i)
+		})
+	}
+	defer wg.Wait()
+	defer stop()
+
+	d, err := driver.New(cfg, "gw-2r", []string{ns.Name})
+	require.NoError(t, err)
+	defer d.Close()
+	tmpl := sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}}}
+	names := []string{"a", "b", "c"}
+	for _, name := range names {
+		_, err := d.Create(ctx, ns.Name, name, driver.CreateSpec{PodTemplate: tmpl})
+		require.NoError(t, err)
+	}
+	eventually := func(what string, ok func(driver.Sandbox) bool) {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			for _, name := range names {
+				s, err := d.Get(ctx, ns.Name, name)
+				require.NoError(c, err)
+				assert.True(c, ok(s), "%s: %+v", name, s)
+			}
+		}, 30*time.Second, 20*time.Millisecond, what)
+	}
+	eventually("ready, bootstrap cleared by the leader", func(s driver.Sandbox) bool {
+		return s.Phase == driver.PhaseReady && s.BootstrapStarted.IsZero()
+	})
+	np, err := cs.NetworkingV1().NetworkPolicies(ns.Name).Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
+	require.NoError(t, err)
+	np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+	_, err = cs.NetworkingV1().NetworkPolicies(ns.Name).Update(ctx, np, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	eventually("suspended", func(s driver.Sandbox) bool { return !s.Running })
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		list, err := cs.EventsV1().Events(ns.Name).List(ctx, metav1.ListOptions{})
+		require.NoError(c, err)
+		per := map[string]int{}
+		for _, ev := range list.Items {
+			if ev.Reason == "StaleFence" {
+				per[ev.Regarding.Name]++
+				assert.Nil(c, ev.Series, "one occurrence, not a repeat")
+			}
+		}
+		assert.Equal(c, map[string]int{"a": 1, "b": 1, "c": 1}, per)
+	}, 30*time.Second, 20*time.Millisecond)
+	leaders := 0
+	for _, o := range outs {
+		leaders += strings.Count(o.String(), "msg=leading")
+	}
+	assert.Equal(t, 1, leaders, "one replica leads:\n%s\n%s", outs[0], outs[1])
+}
+
+// syncBuffer is a strings.Builder safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

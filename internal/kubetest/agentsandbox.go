@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/agent-sandbox/controllers"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -63,14 +64,16 @@ func LegacyController(t testing.TB) (binary, crd string) {
 
 // RunController runs agent-sandbox's own SandboxReconciler, of the release
 // go.mod requires, in this process against cfg's API server until the
-// test ends.
-func RunController(t testing.TB, cfg *rest.Config) {
+// test ends. It watches namespace ns only, so that tests sharing an API
+// server do not share a controller's work.
+func RunController(t testing.TB, cfg *rest.Config, ns string) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), ctrl.Options{
 		Scheme:                 controllers.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Logger:                 logr.Discard(),
+		Cache:                  crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}},
 		// Each test runs its own manager in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

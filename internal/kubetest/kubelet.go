@@ -71,11 +71,15 @@ func RunKubelet(t testing.TB, cfg *rest.Config, ns string) *Kubelet {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
 	t.Cleanup(func() {
 		cancel()
 		factory.Shutdown()
 	})
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("fake kubelet: the %v cache did not sync", typ)
+		}
+	}
 	return k
 }
 

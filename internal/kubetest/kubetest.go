@@ -1,12 +1,16 @@
-// Package kubetest starts a real kube-apiserver and etcd for tests, with
-// controller-runtime's envtest and the binaries in KUBEBUILDER_ASSETS, which
-// `make test` builds from Go modules.
+// Package kubetest is the test rig of real parts: a kube-apiserver and etcd
+// started by controller-runtime's envtest from the binaries in
+// KUBEBUILDER_ASSETS, which `make test` builds from Go modules;
+// agent-sandbox's own CRD and controllers (the go.mod release in process,
+// v0.4.6 as a process); and a fake kubelet that runs the pods, since envtest
+// has no nodes.
 package kubetest
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -83,12 +87,17 @@ func WriteKubeconfig(t testing.TB, cfg *rest.Config) string {
 
 // Main is TestMain for packages with API server tests: it starts the API
 // server into *env (installing CRDs from crdPaths), runs the tests, stops
-// the server, checks for leaked goroutines when the tests passed, and
-// exits.
+// the server and any started by [Shared], checks for leaked goroutines when
+// the tests passed, and exits.
 func Main(m *testing.M, env **Env, crdPaths ...string) {
 	*env = Start(crdPaths...)
 	code := m.Run()
 	(*env).Stop()
+	shared.mu.Lock()
+	for _, e := range shared.envs {
+		e.Stop()
+	}
+	shared.mu.Unlock()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -96,4 +105,26 @@ func Main(m *testing.M, env **Env, crdPaths ...string) {
 		}
 	}
 	os.Exit(code)
+}
+
+var shared struct {
+	mu   sync.Mutex
+	envs map[string]*Env
+}
+
+// Shared returns an API server with the CRD at crdPath, started on first
+// use and shared by the package's tests until [Main] stops it: for tests
+// that need a CRD the package's own API server cannot also hold.
+func Shared(crdPath string) *Env {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if e, ok := shared.envs[crdPath]; ok {
+		return e
+	}
+	if shared.envs == nil {
+		shared.envs = map[string]*Env{}
+	}
+	e := Start(crdPath)
+	shared.envs[crdPath] = e
+	return e
 }
