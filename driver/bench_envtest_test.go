@@ -1,0 +1,225 @@
+package driver_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
+
+	"github.com/kubewire/kubewire/driver"
+)
+
+// requestCounter counts every request at a driver's transport.
+type requestCounter struct{ n atomic.Int64 }
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		c.n.Add(1)
+		return rt.RoundTrip(req)
+	})
+}
+
+// benchRig creates n running sandboxes of gateway "gw" in a fresh
+// namespace, admitted under the namespace's fence, straight through the
+// clientset; no controller runs, so their status stays empty, which the
+// reconciler leaves alone.
+func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.Clientset, fence driver.Fence) {
+	b.Helper()
+	cfg = env.Config(b)
+	cfg.QPS, cfg.Burst = -1, 0
+	kube := mustKube(b, cfg)
+	nsObj, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}}, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ns = nsObj.Name
+	d, err := driver.New(cfg, "gw", []string{ns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	// The fence, created the way the driver creates it.
+	if _, err := d.Create(context.Background(), ns, "probe", driver.CreateSpec{PodTemplate: agentPod}); err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Delete(context.Background(), ns, "probe"); err != nil {
+		b.Fatal(err)
+	}
+	np, err := kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), driver.DefaultFenceName, metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fence = driver.Fence{UID: np.UID, Generation: np.Generation}
+	cs, err = versioned.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	next := atomic.Int64{}
+	for w := 0; w < 32; w++ {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				s := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{
+					Name: fmt.Sprintf("sb-%05d", i), Namespace: ns,
+					Labels: map[string]string{driver.LabelManagedBy: driver.DefaultDriverName, driver.LabelGateway: "gw"},
+					Annotations: map[string]string{
+						driver.AnnotationFenceUID:        string(fence.UID),
+						driver.AnnotationFenceGeneration: strconv.FormatInt(fence.Generation, 10),
+					},
+				}}
+				s.Spec.PodTemplate = agentPod
+				if _, err := cs.AgentsV1beta1().Sandboxes(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		b.Fatal(err)
+	}
+	return cfg, ns, cs, fence
+}
+
+func heap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkRunIdle: the event-driven reconciler over n converged sandboxes
+// on a real API server. It reports the requests it sends per idle minute
+// (only its watches stay open: no LIST between resyncs) and the heap per
+// cached sandbox. Run with -benchtime 1x: each iteration idles 10 seconds.
+func BenchmarkRunIdle(b *testing.B) {
+	for _, n := range []int{1000, 10000, 50000} {
+		b.Run(fmt.Sprintf("sandboxes=%d", n), func(b *testing.B) {
+			cfg, ns, _, _ := benchRig(b, n)
+			var count requestCounter
+			cfg.Wrap(count.wrap)
+			d, err := driver.New(cfg, "gw", []string{ns})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			before := heap()
+			rec := driver.NewReconciler(d)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- rec.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			for !rec.Synced() {
+				time.Sleep(10 * time.Millisecond)
+			}
+			perSandbox := float64(heap()-before) / float64(n)
+			const idle = 10 * time.Second
+			b.ResetTimer()
+			var requests int64
+			for i := 0; i < b.N; i++ {
+				start := count.n.Load()
+				time.Sleep(idle) // the measurement is what an idle reconciler sends
+				requests += count.n.Load() - start
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(requests)/float64(b.N)*float64(time.Minute/idle), "requests/idle-min")
+			b.ReportMetric(perSandbox, "heap-B/sandbox")
+		})
+	}
+}
+
+// BenchmarkFenceChange: the time from a fence change to every running
+// sandbox of the namespace suspended, for the event-driven reconciler and
+// for the polling Pass, on a real API server, with the write limit lifted
+// so that the measurement is the mechanism, not the limit.
+func BenchmarkFenceChange(b *testing.B) {
+	const n = 10000
+	for _, mode := range []string{"events", "polling-pass"} {
+		b.Run(fmt.Sprintf("mode=%s/sandboxes=%d", mode, n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				cfg, ns, cs, _ := benchRig(b, n)
+				d, err := driver.New(cfg, "gw", []string{ns})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rec := driver.NewReconciler(d, driver.WithWriteLimit(float64(rate.Inf), 1), driver.WithPeriod(time.Hour))
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				if mode == "events" {
+					go func() { done <- rec.Run(ctx) }()
+					for !rec.Synced() {
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
+				kube := mustKube(b, cfg)
+				np, err := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, "Ingress")
+				b.StartTimer()
+				if _, err := kube.NetworkingV1().NetworkPolicies(ns).Update(ctx, np, metav1.UpdateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				if mode == "polling-pass" {
+					if _, err := rec.Pass(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for suspendedCount(b, cs, ns) < n {
+					time.Sleep(50 * time.Millisecond)
+				}
+				b.StopTimer()
+				if mode == "events" {
+					cancel()
+					<-done
+				}
+				cancel()
+				d.Close()
+			}
+		})
+	}
+}
+
+func suspendedCount(b *testing.B, cs *versioned.Clientset, ns string) int {
+	l, err := cs.AgentsV1beta1().Sandboxes(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := 0
+	for _, s := range l.Items {
+		if s.Spec.OperatingMode == sandboxv1beta1.SandboxOperatingModeSuspended {
+			c++
+		}
+	}
+	return c
+}
+
+func mustKube(b *testing.B, cfg *rest.Config) *kubernetes.Clientset {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return kube
+}
