@@ -48,8 +48,13 @@
 //
 // # Reconciling
 //
-// [Reconciler.Pass] lists sandboxes and fences, decides for each sandbox
-// with the pure function [Decide], and acts. The rule for a fence mismatch:
+// [Reconciler.Run] is event-driven, built on client-go's machinery: shared
+// informers for the gateway's sandboxes (agent-sandbox's typed informers)
+// and each namespace's fence, a rate-limited workqueue, and a worker pool
+// whose writes are bounded ([WithWorkers], [WithWriteLimit]). A fence event
+// queues every sandbox of its namespace; a sandbox event queues that
+// sandbox. Each is decided with the pure function [Decide] from the cache.
+// The rule for a fence mismatch:
 //
 //	running, or bootstrapping a create/start   suspend once, one warning and one Event
 //	stopping (suspension in progress)          nothing more to do, no warning
@@ -60,11 +65,18 @@
 // Unschedulable) for the current generation past the bootstrap grace is
 // rolled back: suspended, never deleted.
 //
-// Unknown is not absent: a failed or timed-out read never leads to
-// suspending or deleting anything; the pass reports the error and the next
-// pass tries again. [Reconciler.Run] runs a pass at start and then every
-// period with jitter, so it never beats in step with a timeout of the same
-// length.
+// Unknown is not absent: until the caches have synced, and while a fence's
+// list or watch fails (or its watch ended and it has not listed again),
+// nothing is decided for that namespace; a fence is absent only when the API
+// server said so. A failed write is queued again with backoff. A jittered
+// resync ([WithPeriod], [WithJitter]) runs [Reconciler.Pass] over the cache
+// as a safety net, so that it never beats in step with a timeout of the
+// same length. Pass also works alone, reading from the API server.
+//
+// With [WithLeaderElection] several replicas share the work through a
+// coordination.k8s.io/v1 Lease: all keep warm caches, only the leader
+// writes, and a leader that loses the lease stops its workers before it
+// releases it.
 //
 // Events are events.k8s.io/v1 Events written by client-go's recorder
 // (k8s.io/client-go/tools/events) in the background; repeats of one Event
