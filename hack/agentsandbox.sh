@@ -10,8 +10,10 @@ set -euo pipefail
 dir=$1
 cd "$(dirname "$0")/agentsandbox"
 # One toolchain for the build whatever GOTOOLCHAIN the caller runs under, so
-# a run under another Go release reuses the binary.
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod
+# a run under another Go release reuses the binary: the Go in PATH, which
+# must be 1.26.2 or later (v0.4.6's go.mod). The tools module's go.sum is
+# complete; the build never rewrites it.
+export GOTOOLCHAIN=local GOFLAGS=-mod=readonly
 key=$( { cat go.mod go.sum ../agentsandbox.sh; go version; } | sha256sum | cut -c1-32)
 if [[ -x $dir/agent-sandbox-controller && -f $dir/crds/agents.x-k8s.io_sandboxes.yaml && "$(cat "$dir/.inputs" 2>/dev/null)" == "$key" ]]; then
 	exit 0
