@@ -40,6 +40,7 @@ bench: envtest agentsandbox
 	hack/benchratio.sh ./bench RecoveryClientGo RecoveryKubewire -n 5
 	$(GO) test -run '^$$' -bench IdleEdge -benchtime 3x ./bench
 	$(GO) test -run '^$$' -bench Pass -benchtime 5x -benchmem ./driver
+	$(TEST_ENV) $(GO) test -run '^$$' -bench 'RunIdle|FenceChange' -benchtime 1x -timeout 30m ./driver
 
 fmt:
 	gofmt -w .
