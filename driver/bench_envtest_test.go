@@ -158,7 +158,17 @@ func BenchmarkFenceChange(b *testing.B) {
 		b.Run(fmt.Sprintf("mode=%s/sandboxes=%d", mode, n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				cfg, ns, cs, _ := benchRig(b, n)
+				cfg, ns, _, _ := benchRig(b, n)
+				var patched atomic.Int64
+				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+					return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+						resp, err := rt.RoundTrip(req)
+						if err == nil && req.Method == http.MethodPatch && resp.StatusCode == http.StatusOK {
+							patched.Add(1)
+						}
+						return resp, err
+					})
+				})
 				d, err := driver.New(cfg, "gw", []string{ns})
 				if err != nil {
 					b.Fatal(err)
@@ -187,8 +197,9 @@ func BenchmarkFenceChange(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				for suspendedCount(b, cs, ns) < n {
-					time.Sleep(50 * time.Millisecond)
+				// Every sandbox is suspended by one successful PATCH.
+				for patched.Load() < n {
+					time.Sleep(10 * time.Millisecond)
 				}
 				b.StopTimer()
 				if mode == "events" {
@@ -200,20 +211,6 @@ func BenchmarkFenceChange(b *testing.B) {
 			}
 		})
 	}
-}
-
-func suspendedCount(b *testing.B, cs *versioned.Clientset, ns string) int {
-	l, err := cs.AgentsV1beta1().Sandboxes(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := 0
-	for _, s := range l.Items {
-		if s.Spec.OperatingMode == sandboxv1beta1.SandboxOperatingModeSuspended {
-			c++
-		}
-	}
-	return c
 }
 
 func mustKube(b *testing.B, cfg *rest.Config) *kubernetes.Clientset {
