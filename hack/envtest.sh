@@ -4,7 +4,12 @@
 # built from the same inputs. Prints DIR.
 #
 #   hack/envtest.sh DIR VERSION
+#
+# The binaries are built with the Go in PATH (GOTOOLCHAIN=local), whatever
+# GOTOOLCHAIN the caller runs the tests with, so `make test` and
+# `make test-go1.27` share one build and one cache entry.
 set -euo pipefail
+export GOTOOLCHAIN=local
 dir=$1 version=$2
 cd "$(dirname "$0")/envtest"
 major=${version%%.*} rest=${version#*.} minor=${rest%%.*}
