@@ -191,21 +191,44 @@ func TestFaultsNotIdempotentFail(t *testing.T) {
 	}
 }
 
+// TestIdempotencyKeyHeader: a POST carrying an Idempotency-Key or
+// X-Idempotency-Key header counts as idempotent, even when the key is
+// present with no value (net/http's rule, which then sends nothing). The
+// failure comes on a new connection, where net/http never re-sends a
+// request itself, so only retry's own check can make the second attempt.
 func TestIdempotencyKeyHeader(t *testing.T) {
-	f := newFixture(t, retry.New(retry.WithBackoff(noWait)))
-	_, err := f.do(context.Background(), http.MethodGet, "warm")
-	require.NoError(t, err)
-	f.proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
-	req, err := http.NewRequest(http.MethodPost, f.url+"/x?id=key", strings.NewReader("{}"))
-	require.NoError(t, err)
-	// Present with no value, as net/http counts it: nothing is sent.
-	req.Header["Idempotency-Key"] = nil
-	resp, err := f.rt.RoundTrip(req)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	// net/http re-sends it itself (the key makes it replayable); either way
-	// it succeeded and ran at most twice.
-	assert.LessOrEqual(t, f.srv.executed("key"), 2)
+	tests := []struct {
+		name       string
+		header     http.Header
+		wantRetry  bool
+		wantRuns int
+	}{
+		{"Idempotency-Key present, no value", http.Header{"Idempotency-Key": nil}, true, 2},
+		{"X-Idempotency-Key", http.Header{"X-Idempotency-Key": {"k1"}}, true, 2},
+		{"control: no key", http.Header{}, false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, retry.New(retry.WithBackoff(noWait)))
+			f.proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+			req, err := http.NewRequest(http.MethodPost, f.url+"/x?id=key", strings.NewReader("{}"))
+			require.NoError(t, err)
+			for k, v := range tt.header {
+				req.Header[k] = v
+			}
+			resp, err := f.rt.RoundTrip(req)
+			if tt.wantRetry {
+				require.NoError(t, err)
+				require.NoError(t, resp.Body.Close())
+			} else {
+				var re *retry.Error
+				require.True(t, errors.As(err, &re), "%v", err)
+				assert.Equal(t, retry.ReasonNotIdempotent, re.Reason)
+			}
+			assert.Equal(t, tt.wantRuns, f.srv.executed("key"), "executed by the reset attempt and by the retry")
+			assert.Equal(t, tt.wantRuns, f.proxy.Accepted(), "each attempt on a new connection")
+		})
+	}
 }
 
 // TestConnectionRefused: nothing listens when the first attempt dials; the
