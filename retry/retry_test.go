@@ -198,10 +198,10 @@ func TestFaultsNotIdempotentFail(t *testing.T) {
 // request itself, so only retry's own check can make the second attempt.
 func TestIdempotencyKeyHeader(t *testing.T) {
 	tests := []struct {
-		name       string
-		header     http.Header
-		wantRetry  bool
-		wantRuns int
+		name      string
+		header    http.Header
+		wantRetry bool
+		wantRuns  int
 	}{
 		{"Idempotency-Key present, no value", http.Header{"Idempotency-Key": nil}, true, 2},
 		{"X-Idempotency-Key", http.Header{"X-Idempotency-Key": {"k1"}}, true, 2},
