@@ -17,8 +17,11 @@ ldflags="-X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/compone
 # The key covers what the binaries are built from and how (not this
 # script's comments), and the toolchain that builds them.
 buildflags="-buildvcs=false"
+# It is kept in .recipe (earlier versions of this script wrote a key of
+# their own to .inputs), so that checkouts with either version share the
+# binaries without rebuilding them in turn.
 key=$( { cat go.mod go.sum; echo "$buildflags $ldflags"; go version; } | sha256sum | cut -c1-32)
-if [[ -x $dir/kube-apiserver && -x $dir/etcd && "$(cat "$dir/.inputs" 2>/dev/null)" == "$key" ]]; then
+if [[ -x $dir/kube-apiserver && -x $dir/etcd && "$(cat "$dir/.recipe" 2>/dev/null)" == "$key" ]]; then
 	exit 0
 fi
 mkdir -p "$dir"
@@ -27,4 +30,4 @@ go build $buildflags -ldflags "$ldflags" -o "$dir/kube-apiserver.tmp" k8s.io/kub
 go build $buildflags -o "$dir/etcd.tmp" go.etcd.io/etcd/server/v3
 mv "$dir/kube-apiserver.tmp" "$dir/kube-apiserver"
 mv "$dir/etcd.tmp" "$dir/etcd"
-echo "$key" >"$dir/.inputs"
+echo "$key" >"$dir/.recipe"
