@@ -160,8 +160,8 @@ func Check(opts ...Option) error {
 // [WithTimeout] is given, and is set to zero. Calling Apply again on the
 // same config, or a copy of it, changes nothing and returns nil.
 //
-// It returns an error naming the option for invalid options, and leaves cfg
-// unchanged then.
+// It returns an error naming the option for invalid options, or saying why
+// [WithHTTP2Health] cannot apply to cfg, and leaves cfg unchanged then.
 func Apply(cfg *rest.Config, opts ...Option) error {
 	if cfg == nil {
 		return errors.New("kubeadapter: Apply: nil *rest.Config")
