@@ -11,10 +11,34 @@ ENVTEST_DIR ?= $(abspath $(shell $(GO) env GOCACHE)/../kubewire-envtest/$(ENVTES
 AGENTSANDBOX_DIR ?= $(ENVTEST_DIR)/agent-sandbox-v0.4.6
 TEST_ENV = KUBEBUILDER_ASSETS=$(ENVTEST_DIR) KUBEWIRE_AGENT_SANDBOX_V1ALPHA1=$(AGENTSANDBOX_DIR)
 
-.PHONY: test vet envtest agentsandbox repro bench fmt
+# The newest Go release the suite also runs on; `make test` uses the Go in
+# PATH. Go fetches the toolchain from the module proxy the first time.
+GO_NEXT ?= go1.27.3
 
-test: vet envtest agentsandbox
+# The timing-sensitive packages `make stress` runs under load.
+STRESS_PKGS ?= ./transport ./timeout ./pooltrace ./retry ./kubeadapter ./driver ./internal/repro
+STRESS_COUNT ?= 20
+
+.PHONY: test test-go1.27 ci tidy vet envtest agentsandbox stress repro bench fmt
+
+test: vet tidy envtest agentsandbox
 	$(TEST_ENV) $(GO) test -race -count=1 ./...
+
+# The same suite on the next Go release. The envtest binaries are shared:
+# hack/envtest.sh always builds them with the Go in PATH.
+test-go1.27:
+	GOTOOLCHAIN=$(GO_NEXT) $(MAKE) test
+
+ci: test test-go1.27
+
+tidy:
+	$(GO) mod tidy -diff
+
+# The flakiness gate: every timing-sensitive test STRESS_COUNT times with
+# -race while a busy loop per CPU competes for the machine. It must pass
+# with 0 failures.
+stress: envtest agentsandbox
+	$(TEST_ENV) hack/stress.sh -count=$(STRESS_COUNT) $(STRESS_PKGS)
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

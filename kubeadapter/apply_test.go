@@ -71,14 +71,55 @@ func TestApplyMovesTimeoutIntoBudget(t *testing.T) {
 	assert.Less(t, time.Since(start), 900*time.Millisecond)
 }
 
+// TestApplyDefaultBudget: the budget is WithTimeout's, else the config's
+// Timeout, else DefaultTimeout. It shows without waiting for it: a caller's
+// deadline shorter than the budget is left to bound the request alone,
+// while a longer one gets the budget's own timer, which the wrapper below
+// the stack sees as a context with a Done channel of its own.
 func TestApplyDefaultBudget(t *testing.T) {
-	var seen []time.Duration
 	srv := slowServer(t, 0)
-	cfg := &rest.Config{Host: srv.URL}
-	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithObserver(func(a pooltrace.Attempt) { seen = append(seen, a.Duration) })))
-	require.NoError(t, get(t, cfg, "/version"))
-	assert.Len(t, seen, 1)
-	assert.Equal(t, 30*time.Second, kubeadapter.DefaultTimeout)
+	tests := []struct {
+		name    string
+		timeout time.Duration
+		opts    []kubeadapter.Option
+		want    time.Duration
+	}{
+		{"DefaultTimeout", 0, nil, kubeadapter.DefaultTimeout},
+		{"rest.Config.Timeout", 2 * time.Minute, nil, 2 * time.Minute},
+		{"WithTimeout over rest.Config.Timeout", 2 * time.Minute, []kubeadapter.Option{kubeadapter.WithTimeout(10 * time.Second)}, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, probe := range []struct {
+				deadline time.Duration
+				ownTimer bool
+			}{
+				{tt.want * 9 / 10, false},
+				{tt.want * 11 / 10, true},
+			} {
+				cfg := &rest.Config{Host: srv.URL, Timeout: tt.timeout}
+				var below <-chan struct{}
+				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+					return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+						below = req.Context().Done()
+						return rt.RoundTrip(req)
+					})
+				})
+				require.NoError(t, kubeadapter.Apply(cfg, tt.opts...))
+				c, err := rest.HTTPClientFor(cfg)
+				require.NoError(t, err)
+				ctx, cancel := context.WithTimeout(context.Background(), probe.deadline)
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/version", nil)
+				require.NoError(t, err)
+				resp, err := c.Do(req)
+				require.NoError(t, err)
+				require.NoError(t, resp.Body.Close())
+				cancel()
+				c.CloseIdleConnections()
+				assert.Equal(t, probe.ownTimer, below != ctx.Done(), "caller deadline %v", probe.deadline)
+			}
+		})
+	}
 }
 
 func TestApplyTwiceDoesNotStack(t *testing.T) {
@@ -157,9 +198,6 @@ func TestApplyRejectsBadOptions(t *testing.T) {
 	}
 	assert.EqualError(t, kubeadapter.Apply(nil), "kubeadapter: Apply: nil *rest.Config")
 	assert.EqualError(t, kubeadapter.Apply(&rest.Config{Timeout: -1}), "kubeadapter: rest.Config.Timeout must not be negative, got -1ns")
-	assert.EqualError(t,
-		kubeadapter.Apply(&rest.Config{Transport: roundTripperFunc(nil)}, kubeadapter.WithHTTP2Health(time.Second, time.Second)),
-		"kubeadapter: WithHTTP2Health needs client-go's transport or an *http.Transport, got rest.Config.Transport of type kubeadapter_test.roundTripperFunc")
 }
 
 // TestWatchExempt: a watch outlives the budget; the same watch under a plain

@@ -37,5 +37,9 @@
 // client gets its own clone of client-go's base transport, which keeps its
 // TLS settings (CA, client certificates, server name), its dialer and
 // proxy, and so keeps exec credential plugins, which rotate client
-// certificates through them, working.
+// certificates through them, working. The clone speaks net/http's own
+// HTTP/2 with the timings in http.Transport.HTTP2, which works the same on
+// Go 1.26 and 1.27 (where x/net/http2's ConfigureTransports, which client-go
+// calls, became a wrapper over net/http). When the health check cannot
+// apply, Apply returns an error saying why (see [WithHTTP2Health]).
 package kubeadapter

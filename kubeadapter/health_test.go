@@ -2,28 +2,39 @@ package kubeadapter_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 )
 
 // TestHTTP2Health: with per-client health-check timings, a connection whose
 // peer went silent is found dead and replaced; with client-go's defaults
-// (30s) the same connection is still in the pool after the same wait.
+// (30s) the same connection is still in the pool after the same wait. The
+// proxy holds the bytes of both directions and delivers them afterwards, so
+// only a health check can end the connection.
 func TestHTTP2Health(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -36,6 +47,8 @@ func TestHTTP2Health(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, p := proxied(t, env.Config(t))
+			var conns testserver.Conns
+			cfg.Dial = conns.Dial(cfg.Dial)
 			var seen attempts
 			require.NoError(t, kubeadapter.Apply(cfg, append(tt.opts, kubeadapter.WithObserver(seen.observe))...))
 			cs, err := kubernetes.NewForConfig(cfg)
@@ -44,9 +57,22 @@ func TestHTTP2Health(t *testing.T) {
 			_, err = cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
 			require.NoError(t, err)
 			require.Equal(t, "HTTP/2.0", seen.last().Conn.Proto)
+			require.Equal(t, 1, conns.Dialed())
 
-			p.SetFault(faultproxy.BlackHole)
-			time.Sleep(600 * time.Millisecond)
+			p.SetFault(faultproxy.Hold)
+			if tt.wantReused {
+				select {
+				case <-conns.Closed(0):
+					t.Fatal("the connection was closed with no health check due")
+				case <-time.After(600 * time.Millisecond):
+				}
+			} else {
+				select {
+				case <-conns.Closed(0):
+				case <-time.After(10 * time.Second):
+					t.Fatal("the health check did not close the connection (PING after 100ms, no answer 100ms later)")
+				}
+			}
 			p.SetFault(faultproxy.None)
 			_, err = cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
 			require.NoError(t, err)
@@ -99,4 +125,123 @@ func TestExecPluginKeepsWorking(t *testing.T) {
 	require.NoError(t, err)
 	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "anon-"}}, metav1.CreateOptions{})
 	require.Error(t, err, "the plugin, not something else, supplied the credentials")
+}
+
+// TestHTTP2HealthRefuses: when the health check cannot apply, Apply says
+// why and leaves the config unchanged, instead of doing nothing.
+func TestHTTP2HealthRefuses(t *testing.T) {
+	h1Only := &http.Transport{Protocols: new(http.Protocols)}
+	h1Only.Protocols.SetHTTP1(true)
+	tests := []struct {
+		name string
+		give *rest.Config
+		env  string
+		want string
+	}{
+		{
+			name: "DISABLE_HTTP2",
+			give: &rest.Config{Host: "https://127.0.0.1:6443"},
+			env:  "1",
+			want: "HTTP/2 is off: DISABLE_HTTP2 is set",
+		},
+		{
+			name: "NextProtos without h2",
+			give: &rest.Config{Host: "https://127.0.0.1:6443", TLSClientConfig: rest.TLSClientConfig{NextProtos: []string{"http/1.1"}}},
+			want: `HTTP/2 is off: rest.Config.TLSClientConfig.NextProtos is ["http/1.1"]`,
+		},
+		{
+			name: "CA file client-go reloads",
+			give: &rest.Config{Host: "https://127.0.0.1:6443", TLSClientConfig: rest.TLSClientConfig{CAFile: "/var/run/ca.crt"}},
+			want: "client-go reloads the CA file /var/run/ca.crt",
+		},
+		{
+			name: "transport without HTTP/2",
+			give: &rest.Config{Host: "https://127.0.0.1:6443", Transport: h1Only},
+			want: "rest.Config.Transport has HTTP/2 off",
+		},
+		{
+			name: "transport of another type",
+			give: &rest.Config{Host: "https://127.0.0.1:6443", Transport: roundTripperFunc(nil)},
+			want: "it needs client-go's transport or an *http.Transport, got rest.Config.Transport of type kubeadapter_test.roundTripperFunc",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("DISABLE_HTTP2", tt.env)
+			cfg := rest.CopyConfig(tt.give)
+			cfg.Timeout = 5 * time.Second
+			err := kubeadapter.Apply(cfg, kubeadapter.WithHTTP2Health(time.Second, time.Second))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "kubeadapter: WithHTTP2Health cannot apply: "+tt.want)
+			assert.Nil(t, cfg.WrapTransport, "cfg changed on error")
+			assert.Equal(t, 5*time.Second, cfg.Timeout)
+
+			require.NoError(t, kubeadapter.Apply(cfg), "without WithHTTP2Health the same config is fine")
+		})
+	}
+}
+
+// TestHTTP2HealthWarnsOnce: Wrap, which has no rest.Config to check, logs
+// once when the base transport is one it must not clone (here client-go's
+// CA-reloading holder, for a config with a CA file) and leaves it in place.
+func TestHTTP2HealthWarnsOnce(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
+
+	var mu sync.Mutex
+	var logged []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		logged = append(logged, args)
+		mu.Unlock()
+	}, funcr.Options{})
+	wrap := kubeadapter.Wrap(kubeadapter.WithHTTP2Health(time.Second, time.Second), kubeadapter.WithLogger(logger))
+	for range 2 {
+		cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}}
+		cfg.Wrap(wrap)
+		c, err := rest.HTTPClientFor(cfg)
+		require.NoError(t, err)
+		resp, err := c.Get(srv.URL)
+		require.NoError(t, err, "the request still goes through client-go's transport")
+		require.NoError(t, resp.Body.Close())
+		c.CloseIdleConnections()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, logged, 1)
+	assert.Contains(t, logged[0], "WithHTTP2Health does not apply")
+	assert.Contains(t, logged[0], "atomicTransportHolder")
+}
+
+// TestHTTP2HealthClones: over a transport configured the way client-go
+// configures it, the client gets a clone with its own timings, with
+// HTTP/2 on and the original's TLS config; the original is not touched.
+func TestHTTP2HealthClones(t *testing.T) {
+	tlsConfig := &tls.Config{ServerName: "api.example"}
+	base := utilnet.SetTransportDefaults(&http.Transport{TLSClientConfig: tlsConfig})
+	var got *http.Transport
+	probe := kubeadapter.Wrap(kubeadapter.WithHTTP2Health(2*time.Second, 3*time.Second))(base)
+	for rt := http.RoundTripper(probe); rt != nil; {
+		if t, ok := rt.(*http.Transport); ok {
+			got = t
+			break
+		}
+		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
+		require.True(t, ok, "%T hides what is below it", rt)
+		rt = w.WrappedRoundTripper()
+	}
+	require.NotNil(t, got)
+	require.NotSame(t, base, got, "a clone, not client-go's shared transport")
+	require.NotNil(t, got.HTTP2)
+	assert.Equal(t, 2*time.Second, got.HTTP2.SendPingTimeout)
+	assert.Equal(t, 3*time.Second, got.HTTP2.PingTimeout)
+	assert.True(t, got.Protocols.HTTP2())
+	assert.Equal(t, "api.example", got.TLSClientConfig.ServerName)
+	if base.HTTP2 != nil {
+		// Go 1.27's Clone sets up the original's HTTP/2, as its first
+		// request would: an empty HTTP2Config, never the clone's timings.
+		assert.Zero(t, base.HTTP2.SendPingTimeout, "the original keeps its timings")
+	}
 }

@@ -279,7 +279,11 @@ func TestStalledResponse(t *testing.T) {
 	assert.Equal(t, retry.ReasonNotIdempotent, re.Reason)
 	assert.GreaterOrEqual(t, elapsed, time.Second)
 	assert.Less(t, elapsed, 2*time.Second)
-	assert.Contains(t, err.Error(), "on connection reused after")
+	// The error names the connection. Whether the warm-up GET still counts
+	// as in flight is a race inside net/http's HTTP/2 client, which forgets
+	// a finished stream on another goroutine than the one that read its
+	// body: either wording is right.
+	assert.Regexp(t, `on connection reused (after \S+ idle|while busy) \(HTTP/2\.0 `, err.Error())
 	assert.Equal(t, 1, seen.count(http.MethodPost), "the create was sent once")
 
 	require.Eventually(t, func() bool {

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	"golang.org/x/net/http2"
+	clientgofeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/rest"
 	k8stransport "k8s.io/client-go/transport"
 
@@ -75,9 +77,31 @@ func WithStallTimeout(d time.Duration) Option {
 }
 
 // WithHTTP2Health sets the HTTP/2 health check of this config's clients: a
-// PING after readIdle without frames, and the connection closed if the PING
-// is not answered within pingTimeout. Default: client-go's, from the
+// PING after readIdle without frames (http.HTTP2Config.SendPingTimeout),
+// and the connection closed if the PING is not answered within pingTimeout
+// (http.HTTP2Config.PingTimeout). Default: client-go's, from the
 // environment (30s and 15s unless overridden). Both must be positive.
+//
+// It never does nothing silently. When it cannot apply, [Apply] returns an
+// error that says why, because a health check the caller asked for and did
+// not get is a configuration mistake, found best before the first client
+// exists. Apply refuses when:
+//
+//   - HTTP/2 is off: DISABLE_HTTP2 is set in the environment, the config's
+//     TLSClientConfig.NextProtos leaves out "h2", or rest.Config.Transport
+//     is an *http.Transport without HTTP/2;
+//   - rest.Config.Transport is not an *http.Transport;
+//   - client-go will reload the CA file (TLSClientConfig.CAFile without
+//     CAData, with client-go's ClientsAllowCARotation feature on, its
+//     default): client-go then hides the base transport in a holder that
+//     swaps it when the file changes, and a clone would stop following the
+//     CA. Give the CA as CAData, or leave WithHTTP2Health out.
+//
+// What only shows when client-go builds the transport (a base transport of
+// another kind, HTTP/2 turned off in a way Apply cannot see) is logged once
+// per Apply, as an error through the [WithLogger] logger (logr has no
+// warning level), and the client keeps client-go's own transport. [Wrap]
+// has no rest.Config to check, so for it the log is the only report.
 func WithHTTP2Health(readIdle, pingTimeout time.Duration) Option {
 	return optionFunc(func(c *config) {
 		c.readIdle, c.pingTimeout, c.http2 = readIdle, pingTimeout, true
@@ -136,8 +160,8 @@ func Check(opts ...Option) error {
 // [WithTimeout] is given, and is set to zero. Calling Apply again on the
 // same config, or a copy of it, changes nothing and returns nil.
 //
-// It returns an error naming the option for invalid options, and leaves cfg
-// unchanged then.
+// It returns an error naming the option for invalid options, or saying why
+// [WithHTTP2Health] cannot apply to cfg, and leaves cfg unchanged then.
 func Apply(cfg *rest.Config, opts ...Option) error {
 	if cfg == nil {
 		return errors.New("kubeadapter: Apply: nil *rest.Config")
@@ -152,9 +176,9 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 	if applied(cfg) {
 		return nil
 	}
-	if c.http2 && cfg.Transport != nil {
-		if _, ok := cfg.Transport.(*http.Transport); !ok {
-			return fmt.Errorf("kubeadapter: WithHTTP2Health needs client-go's transport or an *http.Transport, got rest.Config.Transport of type %T", cfg.Transport)
+	if c.http2 {
+		if err := healthApplies(cfg); err != nil {
+			return err
 		}
 	}
 	if !c.budgetSet {
@@ -165,7 +189,7 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 	}
 	if c.http2 {
 		// Innermost, so that it sees the base transport itself.
-		h := newHealth(c.readIdle, c.pingTimeout)
+		h := newHealth(c.readIdle, c.pingTimeout, c.logger)
 		cfg.WrapTransport = k8stransport.Wrappers(h.wrap, cfg.WrapTransport)
 	}
 	cfg.Wrap(c.stack())
@@ -177,8 +201,9 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 // that assemble their own transport. It does not touch a rest.Config, so it
 // does not move rest.Config.Timeout; set the budget with [WithTimeout].
 // [WithHTTP2Health] applies only when Wrap is the innermost wrapper, right
-// over an *http.Transport. Invalid options make every request fail with an
-// error naming the option; validate them with [Check].
+// over an *http.Transport with HTTP/2 on; otherwise it logs why once, as
+// an error through the [WithLogger] logger. Invalid options make every
+// request fail with an error naming the option; validate them with [Check].
 func Wrap(opts ...Option) k8stransport.WrapperFunc {
 	c := newConfig(opts)
 	if !c.budgetSet {
@@ -188,7 +213,7 @@ func Wrap(opts ...Option) k8stransport.WrapperFunc {
 	if !c.http2 || c.err != nil {
 		return stack
 	}
-	h := newHealth(c.readIdle, c.pingTimeout)
+	h := newHealth(c.readIdle, c.pingTimeout, c.logger)
 	return func(rt http.RoundTripper) http.RoundTripper { return stack(h.wrap(rt)) }
 }
 
@@ -262,11 +287,59 @@ func (f *failing) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, f.err
 }
 
+// healthApplies returns why WithHTTP2Health cannot apply to cfg, or nil.
+// It checks what the config alone decides; health.wrap reports the rest.
+func healthApplies(cfg *rest.Config) error {
+	const prefix = "kubeadapter: WithHTTP2Health cannot apply: "
+	if cfg.Transport != nil {
+		t, ok := cfg.Transport.(*http.Transport)
+		if !ok {
+			return fmt.Errorf(prefix+"it needs client-go's transport or an *http.Transport, got rest.Config.Transport of type %T", cfg.Transport)
+		}
+		if !http2Enabled(t) {
+			return errors.New(prefix + "rest.Config.Transport has HTTP/2 off")
+		}
+		return nil
+	}
+	// The checks of apimachinery's utilnet.SetTransportDefaults.
+	if os.Getenv("DISABLE_HTTP2") != "" {
+		return errors.New(prefix + "HTTP/2 is off: DISABLE_HTTP2 is set")
+	}
+	if np := cfg.TLSClientConfig.NextProtos; len(np) > 0 && !slices.Contains(np, "h2") {
+		return fmt.Errorf(prefix+"HTTP/2 is off: rest.Config.TLSClientConfig.NextProtos is %q", np)
+	}
+	// client-go's transport.loadTLSFiles and tlsTransportCache.get.
+	if cfg.TLSClientConfig.CAFile != "" && len(cfg.TLSClientConfig.CAData) == 0 &&
+		clientgofeatures.FeatureGates().Enabled(clientgofeatures.ClientsAllowCARotation) {
+		return fmt.Errorf(prefix+"client-go reloads the CA file %s (feature ClientsAllowCARotation) through a transport it swaps when the file changes, which a clone would not follow; give the CA as CAData", cfg.TLSClientConfig.CAFile)
+	}
+	return nil
+}
+
+// http2Enabled reports whether t will speak HTTP/2 over TLS, by the rules
+// of net/http's Transport.protocols on Go 1.26 and 1.27: Protocols if set
+// (x/net/http2's ConfigureTransports sets it on Go 1.27), else an "h2" entry
+// in TLSNextProto (ConfigureTransports on Go 1.26), else the default, which
+// a custom TLS config or dialer turns off unless ForceAttemptHTTP2.
+func http2Enabled(t *http.Transport) bool {
+	switch {
+	case t.Protocols != nil:
+		return t.Protocols.HTTP2()
+	case t.TLSNextProto != nil:
+		return t.TLSNextProto["h2"] != nil
+	case t.ForceAttemptHTTP2:
+		return true
+	}
+	return t.TLSClientConfig == nil && t.Dial == nil && t.DialContext == nil && t.DialTLS == nil && t.DialTLSContext == nil
+}
+
 // health gives a client its own clone of client-go's base transport with
 // its own HTTP/2 health-check timings. One clone per base transport, shared
 // by every client built from the config.
 type health struct {
 	readIdle, ping time.Duration
+	logger         logr.Logger
+	warned         sync.Once
 
 	mu sync.Mutex
 	// clones is keyed by the RoundTripper client-go handed over. Keeping it
@@ -275,8 +348,8 @@ type health struct {
 	clones map[http.RoundTripper]*http.Transport
 }
 
-func newHealth(readIdle, ping time.Duration) *health {
-	return &health{readIdle: readIdle, ping: ping, clones: map[http.RoundTripper]*http.Transport{}}
+func newHealth(readIdle, ping time.Duration, logger logr.Logger) *health {
+	return &health{readIdle: readIdle, ping: ping, logger: logger, clones: map[http.RoundTripper]*http.Transport{}}
 }
 
 // baseTransport returns the *http.Transport under rt: rt itself, or the one
@@ -284,31 +357,28 @@ func newHealth(readIdle, ping time.Duration) *health {
 // cache puts around cached transports. Any other wrapper (client-go's
 // atomicTransportHolder, which swaps transports when a CA file changes, or
 // a user's RoundTripper) is not looked into: cloning below it would break
-// what it does.
-func baseTransport(rt http.RoundTripper) (*http.Transport, bool) {
-	if t, ok := rt.(*http.Transport); ok {
-		return t, true
-	}
+// what it does. The error names what was found instead.
+func baseTransport(rt http.RoundTripper) (*http.Transport, error) {
 	typ := reflect.TypeOf(rt)
-	if typ.Kind() != reflect.Pointer || typ.Elem().PkgPath() != "k8s.io/client-go/transport" || typ.Elem().Name() != "trackedTransport" {
-		return nil, false
+	if typ != nil && typ.Kind() == reflect.Pointer && typ.Elem().PkgPath() == "k8s.io/client-go/transport" && typ.Elem().Name() == "trackedTransport" {
+		if w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper }); ok {
+			rt = w.WrappedRoundTripper()
+		}
 	}
-	w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
-	if !ok {
-		return nil, false
+	if t, ok := rt.(*http.Transport); ok {
+		return t, nil
 	}
-	t, ok := w.WrappedRoundTripper().(*http.Transport)
-	return t, ok
+	return nil, fmt.Errorf("the base transport is a %T, not an *http.Transport it may clone", rt)
 }
 
 func (h *health) wrap(rt http.RoundTripper) http.RoundTripper {
-	base, ok := baseTransport(rt)
-	if !ok {
+	base, err := baseTransport(rt)
+	if err != nil {
+		h.warn(err)
 		return rt
 	}
-	if _, ok := base.TLSNextProto["h2"]; !ok {
-		// HTTP/2 is off for this transport (DISABLE_HTTP2, or a TLS config
-		// that does not offer it): nothing to tune.
+	if !http2Enabled(base) {
+		h.warn(errors.New("the base transport has HTTP/2 off"))
 		return rt
 	}
 	h.mu.Lock()
@@ -318,16 +388,30 @@ func (h *health) wrap(rt http.RoundTripper) http.RoundTripper {
 	}
 	// Clone keeps TLSClientConfig (CA, client certificates and the
 	// certificate callback of exec plugins), the dialer (exec plugins'
-	// connection tracker) and the proxy. The HTTP/2 upgrade of the original
-	// is bound to its health-check settings, so it is replaced.
+	// connection tracker) and the proxy. It does not keep an HTTP/2
+	// implementation registered through x/net/http2 (Go 1.26: TLSNextProto;
+	// Go 1.27: the transport's registered HTTP/2 config), which is bound to
+	// the original's timings, so the clone uses net/http's own HTTP/2 with
+	// its timings in HTTP2.
 	c := base.Clone()
 	c.TLSNextProto = nil
-	t2, err := http2.ConfigureTransports(c)
-	if err != nil {
-		return rt
+	if c.Protocols == nil {
+		c.Protocols = new(http.Protocols)
+		c.Protocols.SetHTTP1(true)
 	}
-	t2.ReadIdleTimeout = h.readIdle
-	t2.PingTimeout = h.ping
+	c.Protocols.SetHTTP2(true)
+	if c.HTTP2 == nil {
+		c.HTTP2 = &http.HTTP2Config{}
+	}
+	c.HTTP2.SendPingTimeout = h.readIdle
+	c.HTTP2.PingTimeout = h.ping
 	h.clones[rt] = c
 	return c
+}
+
+// warn logs once why the health check does not apply.
+func (h *health) warn(err error) {
+	h.warned.Do(func() {
+		h.logger.Error(err, "kubeadapter: WithHTTP2Health does not apply; the client keeps client-go's HTTP/2 health check")
+	})
 }

@@ -42,7 +42,11 @@ func (c Class) String() string {
 // Classify is the default classifier of transport errors (see the package
 // documentation). It uses errors.Is and errors.As, syscall errnos and the
 // typed errors of net, crypto/tls and x/net/http2; [knownMessage] covers the
-// few upstream errors that only their text identifies.
+// few upstream errors that only their text identifies. It classifies the
+// same on Go 1.26 and 1.27, whether the error comes from x/net/http2 or
+// from net/http's own HTTP/2: net/http's stream errors turn into
+// x/net/http2.StreamError through errors.As on both releases, and its
+// GOAWAY errors are matched by their text.
 func Classify(err error) Class {
 	if err == nil {
 		return NotRetryable
@@ -117,6 +121,11 @@ func Classify(err error) Class {
 //     "stream error: stream ID 3; REFUSED_STREAM".
 //   - x/net/http2 and net/http's bundled copy: "http2: client connection
 //     lost" (health check or read failure with streams open).
+//   - net/http's http2GoAwayError (Go 1.26, bundled) and
+//     net/http/internal/http2.GoAwayError (Go 1.27), which unlike their
+//     StreamError have no As method to turn into x/net/http2.GoAwayError:
+//     "http2: server sent GOAWAY and closed the connection; LastStreamID=..."
+//     (the stream was at or below the last stream ID: maybe processed).
 //   - net/http errServerClosedIdle: "http: server closed idle connection".
 //   - net/http: "net/http: HTTP/1.x transport connection broken".
 func knownMessage(err error) (Class, bool) {
@@ -127,6 +136,7 @@ func knownMessage(err error) (Class, bool) {
 		strings.Contains(msg, "; REFUSED_STREAM"):
 		return NotSent, true
 	case strings.Contains(msg, "http2: client connection lost"),
+		strings.Contains(msg, "http2: server sent GOAWAY and closed the connection"),
 		strings.Contains(msg, "http: server closed idle connection"),
 		strings.Contains(msg, "net/http: HTTP/1.x transport connection broken"):
 		return MaybeSent, true

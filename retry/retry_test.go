@@ -2,12 +2,12 @@ package retry_test
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -191,21 +191,44 @@ func TestFaultsNotIdempotentFail(t *testing.T) {
 	}
 }
 
+// TestIdempotencyKeyHeader: a POST carrying an Idempotency-Key or
+// X-Idempotency-Key header counts as idempotent, even when the key is
+// present with no value (net/http's rule, which then sends nothing). The
+// failure comes on a new connection, where net/http never re-sends a
+// request itself, so only retry's own check can make the second attempt.
 func TestIdempotencyKeyHeader(t *testing.T) {
-	f := newFixture(t, retry.New(retry.WithBackoff(noWait)))
-	_, err := f.do(context.Background(), http.MethodGet, "warm")
-	require.NoError(t, err)
-	f.proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
-	req, err := http.NewRequest(http.MethodPost, f.url+"/x?id=key", strings.NewReader("{}"))
-	require.NoError(t, err)
-	// Present with no value, as net/http counts it: nothing is sent.
-	req.Header["Idempotency-Key"] = nil
-	resp, err := f.rt.RoundTrip(req)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	// net/http re-sends it itself (the key makes it replayable); either way
-	// it succeeded and ran at most twice.
-	assert.LessOrEqual(t, f.srv.executed("key"), 2)
+	tests := []struct {
+		name      string
+		header    http.Header
+		wantRetry bool
+		wantRuns  int
+	}{
+		{"Idempotency-Key present, no value", http.Header{"Idempotency-Key": nil}, true, 2},
+		{"X-Idempotency-Key", http.Header{"X-Idempotency-Key": {"k1"}}, true, 2},
+		{"control: no key", http.Header{}, false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, retry.New(retry.WithBackoff(noWait)))
+			f.proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+			req, err := http.NewRequest(http.MethodPost, f.url+"/x?id=key", strings.NewReader("{}"))
+			require.NoError(t, err)
+			for k, v := range tt.header {
+				req.Header[k] = v
+			}
+			resp, err := f.rt.RoundTrip(req)
+			if tt.wantRetry {
+				require.NoError(t, err)
+				require.NoError(t, resp.Body.Close())
+			} else {
+				var re *retry.Error
+				require.True(t, errors.As(err, &re), "%v", err)
+				assert.Equal(t, retry.ReasonNotIdempotent, re.Reason)
+			}
+			assert.Equal(t, tt.wantRuns, f.srv.executed("key"), "executed by the reset attempt and by the retry")
+			assert.Equal(t, tt.wantRuns, f.proxy.Accepted(), "each attempt on a new connection")
+		})
+	}
 }
 
 // TestConnectionRefused: nothing listens when the first attempt dials; the
@@ -279,151 +302,63 @@ func TestRefusedUntilAttemptsExhausted(t *testing.T) {
 }
 
 // TestHTTP2GoAway: the server gracefully shuts down the connection a client
-// is reusing, with a request in flight. The in-flight request completes and
-// later ones move to a new connection; each runs exactly once.
+// is reusing, with a request in flight: it sends GOAWAY naming that request
+// as the last it processes, then answers it. The in-flight request
+// completes and later ones move to a new connection; each runs exactly
+// once. The server writes the frames itself, so the GOAWAY reaches the
+// client before the answer, every run.
 func TestHTTP2GoAway(t *testing.T) {
-	c := newCounter()
-	release := make(chan struct{})
-	srv := newGoAwayServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("id") == "inflight" {
-			<-release
+	var mu sync.Mutex
+	executed := map[string]int{}
+	srv := testserver.NewRawH2(t, func(c *testserver.H2Conn, r testserver.H2Request) {
+		u, err := url.Parse(r.Path)
+		if !assert.NoError(t, err) {
+			return
 		}
-		c.ServeHTTP(w, r)
-	}))
-	base, err := transport.New(transport.WithTLSConfig(srv.clientTLS))
+		id := u.Query().Get("id")
+		mu.Lock()
+		executed[id]++
+		mu.Unlock()
+		if id == "inflight" {
+			assert.NoError(t, c.GoAway(r.StreamID, http2.ErrCodeNo))
+		}
+		assert.NoError(t, c.Respond(r.StreamID, http.StatusOK, "ok"))
+	})
+	base, err := transport.New(transport.WithTLSConfig(srv.ClientTLS))
 	require.NoError(t, err)
 	defer base.CloseIdleConnections()
-	var conns []pooltrace.Attempt
-	var mu sync.Mutex
+	var seen []pooltrace.Attempt
 	rt := transport.Chain(retry.New(retry.WithBackoff(noWait)), pooltrace.New(pooltrace.WithObserver(func(a pooltrace.Attempt) {
 		mu.Lock()
-		conns = append(conns, a)
+		seen = append(seen, a)
 		mu.Unlock()
 	})))(base)
-	send := func(ctx context.Context, method, id string) error {
-		req, err := http.NewRequestWithContext(ctx, method, srv.url+"/?id="+id, strings.NewReader("{}"))
-		if err != nil {
-			return err
-		}
+	send := func(ctx context.Context, method, id string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, srv.URL+"/?id="+id, strings.NewReader("{}"))
+		require.NoError(t, err)
 		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			return err
-		}
+		require.NoError(t, err, id)
 		defer resp.Body.Close()
-		if resp.ProtoMajor != 2 {
-			return errors.New("not HTTP/2: " + resp.Proto)
-		}
+		require.Equal(t, 2, resp.ProtoMajor, id)
 		_, err = io.Copy(io.Discard, resp.Body)
-		return err
+		require.NoError(t, err, id)
 	}
-	require.NoError(t, send(context.Background(), http.MethodGet, "warm"))
+	send(context.Background(), http.MethodGet, "warm")
+	send(context.Background(), http.MethodPost, "inflight")
+	send(context.Background(), http.MethodGet, "get")
+	send(retry.WithIdempotent(context.Background()), http.MethodPatch, "patch")
+	send(context.Background(), http.MethodPost, "post")
 
-	inflight := make(chan error, 1)
-	go func() { inflight <- send(context.Background(), http.MethodPost, "inflight") }()
-	require.Eventually(t, func() bool { return c.executed("inflight") == 0 && srv.active() > 0 }, 2*time.Second, time.Millisecond)
-	srv.goAway()
-	close(release)
-	require.NoError(t, <-inflight)
-
-	require.NoError(t, send(context.Background(), http.MethodGet, "get"))
-	require.NoError(t, send(retry.WithIdempotent(context.Background()), http.MethodPatch, "patch"))
-	require.NoError(t, send(context.Background(), http.MethodPost, "post"))
-	for _, id := range []string{"inflight", "get", "patch", "post"} {
-		assert.Equal(t, 1, c.executed(id), id)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range []string{"warm", "inflight", "get", "patch", "post"} {
+		assert.Equal(t, 1, executed[id], id)
 	}
-	assert.GreaterOrEqual(t, srv.accepted(), 2, "requests after the GOAWAY used a new connection")
-}
-
-// goAwayServer serves HTTP/2 over TLS with one http2.Server per connection,
-// so that goAway can send a graceful GOAWAY on the connections open now.
-type goAwayServer struct {
-	url       string
-	clientTLS *tls.Config
-	ln        net.Listener
-	mu        sync.Mutex
-	servers   []*http.Server
-	inflight  atomic.Int32
-	wg        sync.WaitGroup
-}
-
-func newGoAwayServer(t *testing.T, h http.Handler) *goAwayServer {
-	t.Helper()
-	cert := httptest.NewUnstartedServer(nil)
-	cert.EnableHTTP2 = true
-	cert.StartTLS()
-	certs := cert.TLS.Certificates
-	clientTLS := cert.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
-	cert.Close()
-
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: certs, NextProtos: []string{"h2"}})
-	require.NoError(t, err)
-	s := &goAwayServer{url: "https://" + ln.Addr().String(), clientTLS: clientTLS, ln: ln}
-	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.inflight.Add(1)
-		defer s.inflight.Add(-1)
-		h.ServeHTTP(w, r)
-	})
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			hs := &http.Server{Handler: counted}
-			h2s := &http2.Server{}
-			if err := http2.ConfigureServer(hs, h2s); err != nil {
-				_ = c.Close()
-				continue
-			}
-			s.mu.Lock()
-			s.servers = append(s.servers, hs)
-			s.mu.Unlock()
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				if tc, ok := c.(*tls.Conn); ok {
-					if err := tc.Handshake(); err != nil {
-						_ = c.Close()
-						return
-					}
-				}
-				h2s.ServeConn(c, &http2.ServeConnOpts{BaseConfig: hs, Handler: counted})
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		s.mu.Lock()
-		for _, hs := range s.servers {
-			_ = hs.Close()
-		}
-		s.mu.Unlock()
-		s.goAway()
-		s.wg.Wait()
-	})
-	return s
-}
-
-func (s *goAwayServer) active() int32 { return s.inflight.Load() }
-
-func (s *goAwayServer) accepted() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.servers)
-}
-
-// goAway starts a graceful shutdown of every connection open now.
-func (s *goAwayServer) goAway() {
-	s.mu.Lock()
-	servers := append([]*http.Server(nil), s.servers...)
-	s.mu.Unlock()
-	for _, hs := range servers {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = hs.Shutdown(ctx)
-		cancel()
-	}
+	assert.Equal(t, 2, srv.Accepted(), "requests after the GOAWAY used one new connection")
+	require.Len(t, seen, 5)
+	assert.True(t, seen[1].Conn.Reused, "the in-flight request reused the first connection")
+	assert.False(t, seen[2].Conn.Reused, "the first request after the GOAWAY dialed")
 }
 
 // TestBudget: against a server that resets every connection, a few hundred

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
-	"golang.org/x/net/http2"
 )
 
 // Defaults of the base transport.
@@ -78,8 +77,9 @@ func WithIdleConnTimeout(d time.Duration) Option {
 }
 
 // WithHTTP2ReadIdleTimeout sets how long an HTTP/2 connection may receive
-// no frame before the client sends a PING to check it. Default:
-// [DefaultHTTP2ReadIdleTimeout]. Must be positive.
+// no frame before the client sends a PING to check it
+// (http.HTTP2Config.SendPingTimeout; x/net/http2 called it ReadIdleTimeout).
+// Default: [DefaultHTTP2ReadIdleTimeout]. Must be positive.
 func WithHTTP2ReadIdleTimeout(d time.Duration) Option {
 	return optionFunc(func(cfg *config) error {
 		cfg.readIdleTimeout = d
@@ -88,8 +88,9 @@ func WithHTTP2ReadIdleTimeout(d time.Duration) Option {
 }
 
 // WithHTTP2PingTimeout sets how long the client waits for the answer to a
-// health-check PING before it closes the connection. Default:
-// [DefaultHTTP2PingTimeout]. Must be positive.
+// health-check PING before it closes the connection
+// (http.HTTP2Config.PingTimeout). Default: [DefaultHTTP2PingTimeout]. Must
+// be positive.
 func WithHTTP2PingTimeout(d time.Duration) Option {
 	return optionFunc(func(cfg *config) error {
 		cfg.pingTimeout = d
@@ -142,6 +143,13 @@ func WithoutHTTP2() Option {
 // [WithIdleConnTimeout]. It returns an error naming the option if an option
 // is invalid.
 //
+// HTTP/2 is configured the way net/http documents it, which works the same
+// on Go 1.26 (net/http's bundled HTTP/2) and Go 1.27 (HTTP/2 inside
+// net/http): Protocols enables it, HTTP2 carries the health-check timings,
+// and net/http sets up TLSNextProto and the TLS NextProtos when the
+// transport is first used. x/net/http2's ConfigureTransports is not used: on
+// Go 1.27 it is a deprecated wrapper over the same fields.
+//
 // The returned transport is safe for concurrent use. Reuse it: a new
 // transport is a new connection pool.
 func New(opts ...Option) (*http.Transport, error) {
@@ -172,17 +180,17 @@ func New(opts ...Option) (*http.Transport, error) {
 		t.MaxIdleConnsPerHost = cfg.maxIdleConnsPerHost
 	}
 	t.TLSClientConfig = cfg.tls
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetHTTP1(true)
 	if cfg.disableHTTP2 {
 		t.ForceAttemptHTTP2 = false
-		// A non-nil, empty map disables net/http's own HTTP/2.
-		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		return t, nil
 	}
-	t2, err := http2.ConfigureTransports(t)
-	if err != nil {
-		return nil, fmt.Errorf("transport: configuring HTTP/2: %w", err)
+	t.ForceAttemptHTTP2 = true
+	t.Protocols.SetHTTP2(true)
+	t.HTTP2 = &http.HTTP2Config{
+		SendPingTimeout: cfg.readIdleTimeout,
+		PingTimeout:     cfg.pingTimeout,
 	}
-	t2.ReadIdleTimeout = cfg.readIdleTimeout
-	t2.PingTimeout = cfg.pingTimeout
 	return t, nil
 }

@@ -20,8 +20,9 @@
 // # Base transport
 //
 // [New] returns an *http.Transport built on go-cleanhttp's pooled transport:
-// keep-alive connections, HTTP/2 over TLS through golang.org/x/net/http2 with
-// a read-idle health check (a PING after [WithHTTP2ReadIdleTimeout] of
+// keep-alive connections, HTTP/2 over TLS through net/http's own HTTP/2
+// (http.Transport.Protocols and http.Transport.HTTP2, the same on Go 1.26
+// and 1.27) with a read-idle health check (a PING after [WithHTTP2ReadIdleTimeout] of
 // silence, the connection closed if no answer within [WithHTTP2PingTimeout]),
 // and an idle-connection timeout below common load-balancer idle limits.
 // It sets no read deadline on connections: per-request deadlines belong to

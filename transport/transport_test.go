@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubewire/kubewire/internal/contract"
 	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -86,14 +87,50 @@ func TestNewDefaults(t *testing.T) {
 	assert.Equal(t, transport.DefaultIdleConnTimeout, tr.IdleConnTimeout)
 	assert.Less(t, tr.IdleConnTimeout, 60*time.Second, "below the AWS ALB idle timeout")
 	assert.NotNil(t, tr.Proxy, "proxy from the environment, as go-cleanhttp does")
-	assert.Contains(t, tr.TLSClientConfig.NextProtos, "h2")
 	assert.Zero(t, tr.ResponseHeaderTimeout, "no connection-level response timeout")
+	require.NotNil(t, tr.Protocols)
+	assert.True(t, tr.Protocols.HTTP1())
+	assert.True(t, tr.Protocols.HTTP2())
+	assert.Equal(t, &http.HTTP2Config{
+		SendPingTimeout: transport.DefaultHTTP2ReadIdleTimeout,
+		PingTimeout:     transport.DefaultHTTP2PingTimeout,
+	}, tr.HTTP2)
 
 	tr, err = transport.New(transport.WithoutHTTP2(), transport.WithMaxIdleConnsPerHost(7), transport.WithIdleConnTimeout(time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, 7, tr.MaxIdleConnsPerHost)
 	assert.Equal(t, time.Second, tr.IdleConnTimeout)
 	assert.False(t, tr.ForceAttemptHTTP2)
+	assert.False(t, tr.Protocols.HTTP2())
+}
+
+// TestNewNegotiates: against a server that offers h2, New speaks HTTP/2
+// unless WithoutHTTP2 says otherwise, with a TLS config of the caller's
+// (which on its own keeps net/http from attempting HTTP/2).
+func TestNewNegotiates(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	tlsConfig := srv.Client().Transport.(*http.Transport).TLSClientConfig
+
+	tests := []struct {
+		name string
+		give []transport.Option
+		want string
+	}{
+		{"default", nil, "HTTP/2.0"},
+		{"WithoutHTTP2", []transport.Option{transport.WithoutHTTP2()}, "HTTP/1.1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := transport.New(append(tt.give, transport.WithTLSConfig(tlsConfig))...)
+			require.NoError(t, err)
+			defer tr.CloseIdleConnections()
+			_, proto := reused(t, tr, srv.URL)
+			assert.Equal(t, tt.want, proto)
+		})
+	}
 }
 
 // reused sends a GET and reports whether it went out on a reused connection.
@@ -111,8 +148,10 @@ func reused(t *testing.T, rt http.RoundTripper, u string) (bool, string) {
 }
 
 // TestHTTP2HealthCheck: a connection whose peer stops answering is closed
-// by the read-idle PING of this transport, not left in the pool to fail the
-// next request. The control case, with a long read-idle timeout, keeps it.
+// by the health-check PING of this transport, not left in the pool to fail
+// the next request. The control case, with a long read-idle timeout, keeps
+// it. The proxy holds the bytes of both directions and delivers them
+// afterwards, so nothing but the health check can end the connection.
 func TestHTTP2HealthCheck(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	srv.EnableHTTP2 = true
@@ -140,12 +179,26 @@ func TestHTTP2HealthCheck(t *testing.T) {
 			)
 			require.NoError(t, err)
 			defer tr.CloseIdleConnections()
+			var conns testserver.Conns
+			tr.DialContext = conns.Dial(tr.DialContext)
 			u := "https://" + p.Addr()
 
 			_, proto := reused(t, tr, u)
 			require.Equal(t, "HTTP/2.0", proto)
-			p.SetFault(faultproxy.BlackHole)
-			time.Sleep(600 * time.Millisecond) // PING after 100ms, no answer after 100ms more
+			p.SetFault(faultproxy.Hold)
+			if tt.wantReused {
+				select {
+				case <-conns.Closed(0):
+					t.Fatal("the connection was closed with no health check due")
+				case <-time.After(600 * time.Millisecond):
+				}
+			} else {
+				select {
+				case <-conns.Closed(0):
+				case <-time.After(10 * time.Second):
+					t.Fatal("the health check did not close the connection (PING after 100ms, no answer 100ms later)")
+				}
+			}
 			p.SetFault(faultproxy.None)
 			got, _ := reused(t, tr, u)
 			assert.Equal(t, tt.wantReused, got)
@@ -153,18 +206,39 @@ func TestHTTP2HealthCheck(t *testing.T) {
 	}
 }
 
+// TestIdleConnTimeout: the pool closes a connection idle for the idle
+// timeout, not earlier, and the next request dials a new one; with a long
+// timeout the connection is reused.
 func TestIdleConnTimeout(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
-	tr, err := transport.New(transport.WithIdleConnTimeout(100 * time.Millisecond))
-	require.NoError(t, err)
-	defer tr.CloseIdleConnections()
-	reused(t, tr, srv.URL)
-	got, _ := reused(t, tr, srv.URL)
-	assert.True(t, got, "a connection used again at once is reused")
-	time.Sleep(300 * time.Millisecond)
-	got, _ = reused(t, tr, srv.URL)
-	assert.False(t, got, "an idle connection is evicted after the idle timeout")
+
+	t.Run("evicted after the idle timeout", func(t *testing.T) {
+		tr, err := transport.New(transport.WithIdleConnTimeout(100 * time.Millisecond))
+		require.NoError(t, err)
+		defer tr.CloseIdleConnections()
+		var conns testserver.Conns
+		tr.DialContext = conns.Dial(tr.DialContext)
+		start := time.Now() // the connection goes idle after this
+		reused(t, tr, srv.URL)
+		select {
+		case <-conns.Closed(0):
+		case <-time.After(10 * time.Second):
+			t.Fatal("the idle connection was not closed")
+		}
+		assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "not before the idle timeout")
+		got, _ := reused(t, tr, srv.URL)
+		assert.False(t, got)
+		assert.Equal(t, 2, conns.Dialed())
+	})
+	t.Run("control: kept within the idle timeout", func(t *testing.T) {
+		tr, err := transport.New(transport.WithIdleConnTimeout(time.Hour))
+		require.NoError(t, err)
+		defer tr.CloseIdleConnections()
+		reused(t, tr, srv.URL)
+		got, _ := reused(t, tr, srv.URL)
+		assert.True(t, got)
+	})
 }
 
 func TestCloseRequestBody(t *testing.T) {

@@ -32,8 +32,12 @@ const (
 	// Stall forwards the client's data but holds the server's answer until
 	// the fault is cleared or the proxy closes.
 	Stall
-	// BlackHole drops everything in both directions.
-	BlackHole
+	// Hold holds the bytes of both directions and delivers them, in order,
+	// when the fault is cleared: each side sees a peer that stopped
+	// answering. Nothing is dropped, so TLS and HTTP/2 streams stay intact
+	// and a connection dies only if an endpoint gives up on it (a health
+	// check, a deadline), never because a frame in flight went missing.
+	Hold
 )
 
 // Proxy forwards connections from its loopback address to a target. It is
@@ -251,8 +255,10 @@ func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, st *connState
 				return
 			}
 			switch f := p.faultFor(seq, false); {
-			case f == BlackHole:
-				continue
+			case f == Hold:
+				if !p.wait(seq, Hold) {
+					return
+				}
 			case toServer && f == ResetBeforeForward:
 				p.faultFor(seq, true)
 				reset(client)
@@ -266,7 +272,7 @@ func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, st *connState
 				reset(client)
 				return
 			case !toServer && f == Stall:
-				if !p.waitStall(seq) {
+				if !p.wait(seq, Stall) {
 					return
 				}
 			}
@@ -295,12 +301,12 @@ func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, st *connState
 	}
 }
 
-// waitStall blocks while a stall applies to seq. It reports false if the
-// proxy closed meanwhile.
-func (p *Proxy) waitStall(seq uint64) bool {
+// wait blocks while fault f (Stall or Hold) applies to seq. It reports false
+// if the proxy closed meanwhile.
+func (p *Proxy) wait(seq uint64, f Fault) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for !p.closed && p.fault == Stall && (p.scope == 0 || seq < p.scope) {
+	for !p.closed && p.fault == f && (p.scope == 0 || seq < p.scope) {
 		p.cond.Wait()
 	}
 	return !p.closed

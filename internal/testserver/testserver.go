@@ -4,9 +4,12 @@
 package testserver
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
@@ -59,4 +62,70 @@ func BehindProxy(tb testing.TB, h http.Handler) (string, *faultproxy.Proxy) {
 	}
 	tb.Cleanup(func() { _ = p.Close() })
 	return "http://" + p.Addr(), p
+}
+
+// DialFunc is the type of http.Transport.DialContext and rest.Config.Dial.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Conns tells a test when the client closes a connection it dialed, so a
+// test can wait for a health check to give up on a connection instead of
+// sleeping for as long as it should take. The zero value is ready to use.
+type Conns struct {
+	mu     sync.Mutex
+	dialed int
+	closed map[int]chan struct{}
+}
+
+// Dial wraps dial; the connections it opens are numbered from 0.
+func (c *Conns) Dial(dial DialFunc) DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		ch := c.chanLocked(c.dialed)
+		c.dialed++
+		c.mu.Unlock()
+		return &watchedConn{Conn: nc, closed: ch}, nil
+	}
+}
+
+// Closed returns a channel that is closed when the client closes its i-th
+// connection.
+func (c *Conns) Closed(i int) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.chanLocked(i)
+}
+
+// Dialed reports how many connections were dialed.
+func (c *Conns) Dialed() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dialed
+}
+
+func (c *Conns) chanLocked(i int) chan struct{} {
+	if c.closed == nil {
+		c.closed = map[int]chan struct{}{}
+	}
+	ch, ok := c.closed[i]
+	if !ok {
+		ch = make(chan struct{})
+		c.closed[i] = ch
+	}
+	return ch
+}
+
+type watchedConn struct {
+	net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (w *watchedConn) Close() error {
+	err := w.Conn.Close()
+	w.once.Do(func() { close(w.closed) })
+	return err
 }
