@@ -224,9 +224,11 @@ func TestStallWatchdog(t *testing.T) {
 			elapsed := time.Since(start)
 			requireTimeout(t, err, timeout.PhaseStalled, 400*time.Millisecond)
 			assert.Greater(t, n, int64(0))
-			// 600ms of events plus 400ms of silence; the 200ms budget did not
-			// cut the stream.
-			assert.GreaterOrEqual(t, elapsed, time.Second)
+			// The 200ms budget did not cut the stream (the phase says the
+			// watchdog did), and the watchdog waited its 400ms. Not "600ms of
+			// events plus 400ms": on a loaded machine the server's 100ms
+			// cadence can itself pause for 400ms, and cutting it then is right.
+			assert.GreaterOrEqual(t, elapsed, 400*time.Millisecond)
 			assert.Less(t, elapsed, 3*time.Second)
 			assert.Contains(t, err.Error(), "no progress for 400ms")
 		})

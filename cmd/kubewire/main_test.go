@@ -69,15 +69,16 @@ func TestProbeTable(t *testing.T) {
 	for _, line := range lines[7:9] {
 		assert.GreaterOrEqual(t, duration(t, strings.Fields(line)[3]), 500*time.Millisecond, "idle at least the gap: %q", line)
 	}
-	// The last idle time that survived the 250ms load balancer and the first
-	// that did not: at least the 100ms and 500ms gaps, and on either side of
-	// 250ms.
+	// The longest idle time that survived the 250ms load balancer and the
+	// shortest that did not. Which gaps they come from depends on how far a
+	// loaded machine overshoots them; that a survivor was idle at most
+	// 250ms (the client measures no more idle time than the proxy does) and
+	// below the failure does not.
 	m := regexp.MustCompile(`drops idle connections after between (\S+) and (\S+?)\.(\s|$)`).FindStringSubmatch(lines[len(lines)-1])
 	require.Len(t, m, 4, lines[len(lines)-1])
 	lo, hi := duration(t, m[1]), duration(t, m[2])
-	assert.GreaterOrEqual(t, lo, 100*time.Millisecond)
 	assert.LessOrEqual(t, lo, 250*time.Millisecond)
-	assert.GreaterOrEqual(t, hi, 500*time.Millisecond)
+	assert.Less(t, lo, hi)
 	assert.Contains(t, errOut.String(), "probing: idle gap 500ms (3 of 3)", "a progress line while it runs")
 }
 

@@ -277,16 +277,31 @@ func Sweep(ctx context.Context, cfg Config) ([]Result, error) {
 // idle time measured, not the gap asked for, which a loaded machine
 // overshoots.
 func Starved(cfg Config, r Result) bool {
-	return r.Client == "A" && r.Reused && cfg.Budget-r.Idle < cfg.Latency
+	return r.Client == "A" && r.Reused && r.Idle < cfg.Budget && cfg.Budget-r.Idle < cfg.Latency
+}
+
+// expired reports whether client A's pooled connection had outlived its
+// own read timeout when the request went out: the connection was dying as
+// it was handed over, and whether the request failed there or went out on
+// a new connection is a race inside net/http, not the bug the sweep shows.
+func expired(cfg Config, r Result) bool {
+	return r.Client == "A" && r.Reused && r.Idle >= cfg.Budget
 }
 
 // Expect says what the field report predicts for r: client A fails when it
 // is [Starved]; a GET that fails that way over HTTP/1.1 is silently re-sent
 // by net/http and executed twice. Client B always succeeds and every
-// request runs once. It returns a description of any difference.
+// request runs once. A request of client A sent on a connection idle past
+// the whole read timeout (a loaded machine overshooting the gap) proves
+// nothing either way; it must merely not run twice. It returns a
+// description of any difference.
 func Expect(cfg Config, r Result) error {
 	starved := Starved(cfg, r)
 	switch {
+	case expired(cfg, r):
+		if r.Executions > 1 {
+			return fmt.Errorf("client A %s at gap %v (idle %v, past its read timeout): want at most one execution, got %d", r.Method, r.Gap, r.Idle, r.Executions)
+		}
 	case r.Client == "B" || !starved:
 		if r.Err != nil || r.Executions != 1 {
 			return fmt.Errorf("client %s %s at gap %v: want success executed once, got err=%v executions=%d", r.Client, r.Method, r.Gap, r.Err, r.Executions)

@@ -44,15 +44,11 @@ func TestIdleConnectionReadTimeout(t *testing.T) {
 			results, err := repro.Sweep(ctx, cfg)
 			require.NoError(t, err)
 			require.Len(t, results, len(cfg.Gaps)*4)
-			aFailed := 0
 			starved := map[string]int{}
 			for _, r := range results {
 				assert.NoError(t, repro.Expect(cfg, r))
 				if repro.Starved(cfg, r) {
 					starved[r.Method]++
-				}
-				if r.Client == "A" && (r.Err != nil || r.Executions > 1) {
-					aFailed++
 				}
 				if r.Client == "A" && r.Err != nil {
 					// The error names the connection it died on.
@@ -64,12 +60,12 @@ func TestIdleConnectionReadTimeout(t *testing.T) {
 					assert.Contains(t, r.Err.Error(), "on connection reused after")
 				}
 			}
-			// Gaps 1.8s and 1.9s, GET and PATCH, unless the machine was so slow
-			// that client A's connection died idle before the request went
-			// out: at least one of each must have hit the edge.
+			// Expect checked that client A failed (or, for HTTP/1.1 GETs, was
+			// re-sent) exactly when starved. Gaps 1.8s and 1.9s starve it,
+			// unless the machine was so slow that its connection died idle
+			// before the request went out: at least one of each must have.
 			assert.GreaterOrEqual(t, starved[http.MethodGet], 1, "a GET reached client A's timeout edge")
 			assert.GreaterOrEqual(t, starved[http.MethodPatch], 1, "a PATCH reached client A's timeout edge")
-			assert.Equal(t, starved[http.MethodGet]+starved[http.MethodPatch], aFailed, "client A should fail (or, for HTTP/1.1 GETs, be re-sent) exactly when starved")
 		})
 	}
 }
