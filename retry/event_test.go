@@ -60,7 +60,8 @@ func newHoldServer(t *testing.T) *holdServer {
 	return s
 }
 
-// serve executes a request; ids are "batch/n".
+// serve executes a request; ids are "batch/n". Batch "storm" holds every
+// execution.
 func (s *holdServer) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	id := r.URL.Query().Get("id")
@@ -68,13 +69,18 @@ func (s *holdServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.counts[id]++
 	n := s.counts[id]
-	if n == 1 && batch != "warm" {
+	if n == 1 && batch != "warm" && batch != "storm" {
 		if s.conns[batch] == nil {
 			s.conns[batch] = map[string]bool{}
 		}
 		s.conns[batch][r.RemoteAddr] = true
 	}
 	s.mu.Unlock()
+	if batch == "storm" {
+		s.arrived <- id
+		<-r.Context().Done()
+		return
+	}
 	if n > 1 || batch == "warm" {
 		_, _ = io.WriteString(w, "ok")
 		return
@@ -344,4 +350,73 @@ func TestDialCost(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, retry.BudgetCause(tt.give), tt.name)
 	}
+}
+
+// TestStormInFlight: the worst case for shared tokens, a server that takes
+// requests on every connection and then drops the connection under them.
+// Each round the test waits until every request still running is held at
+// the server, then resets every connection. Every request shares a token
+// once and pays for any further retry, so attempts stay within
+// (2+ratio)*N plus the floor.
+func TestStormInFlight(t *testing.T) {
+	s := newHoldServer(t)
+	const (
+		ratio         = 0.2
+		floor         = 10.0
+		gets, patches = 100, 50
+		posts         = 50
+		n             = gets + patches + posts
+	)
+	mw, spent := retry.NewCounted(retry.WithBudget(ratio, floor))
+	var attempts atomic.Int64
+	count := func(next http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			attempts.Add(1)
+			return next.RoundTrip(r)
+		})
+	}
+	rt := transport.Chain(mw, count, timeout.New(15*time.Second))(s.base)
+	s.warm(t, rt, "a")
+	start := time.Now()
+	results := make(chan result, n)
+	for i := 0; i < n; i++ {
+		method := http.MethodGet
+		switch {
+		case i >= gets+patches:
+			method = http.MethodPost
+		case i >= gets:
+			method = http.MethodPatch
+		}
+		id := fmt.Sprintf("storm/%d", i)
+		go func() { results <- s.send(rt, method, id) }()
+	}
+	// Every request still running either comes back to the server or
+	// ends, once per round.
+	deadline := time.After(60 * time.Second)
+	reasons := map[retry.Reason]int{}
+	for running, round := n, 1; running > 0; round++ {
+		ended := 0
+		for i := 0; i < running; i++ {
+			select {
+			case <-s.arrived:
+			case r := <-results:
+				ended++
+				var re *retry.Error
+				if assert.True(t, errors.As(r.err, &re), "%s %s: %v", r.method, r.id, r.err) {
+					reasons[re.Reason]++
+				}
+			case <-deadline:
+				require.FailNow(t, "requests did not arrive", "round %d", round)
+			}
+		}
+		running -= ended
+		if running > 0 {
+			s.proxy.ResetAll()
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	limit := (2+ratio)*n + floor*(1+elapsed) + 1
+	t.Logf("%d requests, %d attempts, %d tokens in %.2fs, limit %.1f; ended: %v", n, attempts.Load(), spent(), elapsed, limit, reasons)
+	assert.LessOrEqual(t, float64(attempts.Load()), limit)
+	assert.Equal(t, posts, reasons[retry.ReasonNotIdempotent], "every POST stopped after its first attempt")
 }

@@ -119,8 +119,11 @@ func WithExempt(f func(*http.Request) bool) Option {
 
 // WithBudget sets the retry budget shared by all requests through this
 // middleware: every request adds ratio tokens, the floor adds floorPerSecond
-// tokens each second, and every retry takes one. A failing server then sees
-// at most about (1+ratio) times the requests, plus the floor. Default:
+// tokens each second, and every retry takes one, except that the requests
+// failed by one lost connection share a token and a request that never
+// reached a server takes none (see the package documentation). A server
+// that fails request after request then sees at most about (1+ratio) times
+// the requests, plus the floor. Default:
 // [DefaultBudgetRatio], [DefaultBudgetFloor]. ratio must be in [0, 1] and
 // floorPerSecond not negative.
 func WithBudget(ratio, floorPerSecond float64) Option {
