@@ -408,7 +408,7 @@ func (rt *roundTripper) withdraw() bool {
 }
 
 // admit asks the budget for a retry after err (see the package
-// documentation, Time and load): free if the request never reached a
+// documentation, The retry budget): free if the request never reached a
 // server, one token shared with the connection's other requests if the
 // connection was lost under it (once per request: its later retries pay
 // their own), else one token.
