@@ -121,8 +121,18 @@ func Classify(err error) Class {
 //     stream was above the server's last stream ID: not processed).
 //   - net/http's bundled http2StreamError for REFUSED_STREAM:
 //     "stream error: stream ID 3; REFUSED_STREAM".
+//   - x/net/http2 and net/http's copies (bundled in Go 1.26, internal in
+//     1.27), errClientConnNotEstablished: "http2: client conn could not be
+//     established" (the connection closed before its first stream was
+//     given an ID: not sent, but the server did a TLS handshake, so it
+//     costs a token).
 //   - x/net/http2 and net/http's bundled copy: "http2: client connection
 //     lost" (health check or read failure with streams open).
+//   - x/net/http2 and net/http's copies (bundled in Go 1.26, internal in
+//     1.27), errClientConnForceClosed: "http2: client connection force
+//     closed via ClientConn.Close". net/http closes the connection this way
+//     when a write on it failed (cleanupWriteRequest), so the other streams
+//     of a connection that was reset can get it instead of the reset.
 //   - net/http's http2GoAwayError (Go 1.26, bundled) and
 //     net/http/internal/http2.GoAwayError (Go 1.27), which unlike their
 //     StreamError have no As method to turn into x/net/http2.GoAwayError:
@@ -133,12 +143,14 @@ func Classify(err error) Class {
 func knownMessage(err error) (Class, cause, bool) {
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "net/http: TLS handshake timeout"):
+	case strings.Contains(msg, "net/http: TLS handshake timeout"),
+		strings.Contains(msg, "http2: client conn could not be established"):
 		return NotSent, causeRequest, true
 	case strings.Contains(msg, "http2: Transport received Server's graceful shutdown GOAWAY"),
 		strings.Contains(msg, "; REFUSED_STREAM"):
 		return NotSent, causeNoLoad, true
 	case strings.Contains(msg, "http2: client connection lost"),
+		strings.Contains(msg, "http2: client connection force closed via ClientConn.Close"),
 		strings.Contains(msg, "http2: server sent GOAWAY and closed the connection"),
 		strings.Contains(msg, "http: server closed idle connection"),
 		strings.Contains(msg, "net/http: HTTP/1.x transport connection broken"):

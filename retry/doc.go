@@ -47,7 +47,8 @@
 //     GOAWAY. No token, as in gRPC's transparent retry: the retry adds no
 //     load. [WithMaxAttempts] still bounds it.
 //   - The connection was lost under the request: reset, EOF, broken pipe,
-//     "http2: client connection lost", a GOAWAY followed by the close. Over
+//     "http2: client connection lost" or "force closed", a GOAWAY followed
+//     by the close. Over
 //     HTTP/2 this fails every request on the connection at once, and they
 //     share one token: the first to fail takes it and opens an event for
 //     that connection, the others join the event for ten seconds. A

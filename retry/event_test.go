@@ -345,6 +345,8 @@ func TestDialCost(t *testing.T) {
 		{"temporary DNS failure", &net.DNSError{Err: "server misbehaving", Name: "api", IsTemporary: true}, "none"},
 		{"reset on an open connection", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, "connection"},
 		{"unexpected EOF", io.ErrUnexpectedEOF, "connection"},
+		{"http2 connection not established", errors.New("http2: client conn could not be established"), "request"},
+		{"http2 connection force closed", errors.New("http2: client connection force closed via ClientConn.Close"), "connection"},
 		{"attempt deadline", fmt.Errorf("attempt: %w", context.DeadlineExceeded), "request"},
 	}
 	for _, tt := range tests {
@@ -403,6 +405,10 @@ func TestStormInFlight(t *testing.T) {
 				ended++
 				var re *retry.Error
 				if assert.True(t, errors.As(r.err, &re), "%s %s: %v", r.method, r.id, r.err) {
+					// A lost connection fails its streams with several
+					// errors (reset, broken pipe, force closed, not
+					// established); the classifier must know each one.
+					assert.NotEqual(t, retry.ReasonNotRetryable, re.Reason, "%s %s: %v", r.method, r.id, r.err)
 					reasons[re.Reason]++
 				}
 			case <-deadline:
