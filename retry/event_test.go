@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -210,7 +213,8 @@ func TestConnectionLoss(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newHoldServer(t)
-			mw, spent := retry.NewCounted()
+			log := newRetryLog(t)
+			mw, spent := retry.NewCounted(retry.WithLogger(log.logger()))
 			rt := transport.Chain(mw, timeout.New(15*time.Second))(s.base)
 			s.warm(t, rt, "a")
 			results := s.batch(t, rt, "a", tt.gets, tt.patches, tt.posts, func() {
@@ -228,7 +232,8 @@ func TestConnectionLoss(t *testing.T) {
 // take to pay for 60 retries. Each loss costs one token.
 func TestTwoConnectionLosses(t *testing.T) {
 	s := newHoldServer(t)
-	mw, spent := retry.NewCounted()
+	log := newRetryLog(t)
+	mw, spent := retry.NewCounted(retry.WithLogger(log.logger()))
 	rt := transport.Chain(mw, timeout.New(15*time.Second))(s.base)
 
 	s.warm(t, rt, "a")
@@ -425,4 +430,40 @@ func TestStormInFlight(t *testing.T) {
 	t.Logf("%d requests, %d attempts, %d tokens in %.2fs, limit %.1f; ended: %v", n, attempts.Load(), spent(), elapsed, limit, reasons)
 	assert.LessOrEqual(t, float64(attempts.Load()), limit)
 	assert.Equal(t, posts, reasons[retry.ReasonNotIdempotent], "every POST stopped after its first attempt")
+}
+
+var waitField = regexp.MustCompile(`"wait"="[^"]*" ?`)
+
+// retryLog collects the middleware's retry lines and prints how many
+// retries each attempt number and error made, if the test fails.
+type retryLog struct {
+	mu    sync.Mutex
+	lines map[string]int
+}
+
+func newRetryLog(t *testing.T) *retryLog {
+	l := &retryLog{lines: map[string]int{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			for line, n := range l.lines {
+				t.Logf("%d retries: %s", n, line)
+			}
+		}
+	})
+	return l
+}
+
+func (l *retryLog) logger() logr.Logger {
+	return funcr.New(func(_, args string) {
+		// Keep the attempt, class and error; drop the path and wait.
+		if i := strings.Index(args, `"attempt"`); i >= 0 {
+			args = args[i:]
+		}
+		args = waitField.ReplaceAllString(args, "")
+		l.mu.Lock()
+		l.lines[args]++
+		l.mu.Unlock()
+	}, funcr.Options{})
 }
