@@ -465,7 +465,11 @@ func TestComposition(t *testing.T) {
 		var te *timeout.Error
 		assert.True(t, errors.As(err, &te), "every attempt's cause is kept")
 		assert.GreaterOrEqual(t, elapsed, 900*time.Millisecond)
-		assert.Less(t, elapsed, 1300*time.Millisecond)
+		// The count of executions is what proves no attempt started after
+		// the deadline; the time only bounds how long the cancelled attempt
+		// takes to return, which under -race on two busy cores has reached
+		// 315ms.
+		assert.Less(t, elapsed, 1500*time.Millisecond)
 		assert.LessOrEqual(t, f.srv.executed("b"), 4)
 	})
 }
