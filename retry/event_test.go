@@ -221,8 +221,14 @@ func TestConnectionLoss(t *testing.T) {
 				require.Equal(t, 1, s.proxy.ResetAll())
 			})
 			s.check(t, results)
-			assert.Equal(t, 1, spent(), "tokens taken from the budget")
-			t.Logf("%d requests in flight, one connection lost: %d token(s)", len(results), spent())
+			// The loss takes one token. If a retry fails again (once in
+			// about twenty -race runs on two busy cores, Go 1.26 closed the
+			// fresh connection carrying 100 retries: "unexpected EOF"
+			// before the server ran them), that retry pays its own, as
+			// the package documentation says.
+			later := log.later()
+			assert.Equal(t, 1, spent()-later, "tokens taken by the loss; %d by retries of retries", later)
+			t.Logf("%d requests in flight, one connection lost: %d token(s), %d more for retries of retries", len(results), spent()-later, later)
 		})
 	}
 }
@@ -453,6 +459,19 @@ func newRetryLog(t *testing.T) *retryLog {
 		}
 	})
 	return l
+}
+
+// later reports how many retries followed a retry.
+func (l *retryLog) later() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for line, c := range l.lines {
+		if !strings.HasPrefix(line, `"attempt"=1 `) {
+			n += c
+		}
+	}
+	return n
 }
 
 func (l *retryLog) logger() logr.Logger {
