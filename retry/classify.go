@@ -88,7 +88,7 @@ func Classify(err error) Class {
 		// was at or below it, so the server may have processed it.
 		return MaybeSent
 	}
-	if c, ok := knownMessage(err); ok {
+	if c, _, ok := knownMessage(err); ok {
 		return c
 	}
 	switch {
@@ -110,17 +110,29 @@ func Classify(err error) Class {
 }
 
 // knownMessage classifies upstream errors that have no exported type or
-// value, by their text. Each string is the upstream error's message:
+// value, by their text, and says what they cost the retry budget
+// ([budgetCause]). Each string is the upstream error's message:
 //
 //   - net/http tlsHandshakeTimeoutError: "net/http: TLS handshake timeout"
-//     (a new connection; nothing was written).
+//     (a new connection; nothing was written, but the server did a TLS
+//     handshake, so it costs a token).
 //   - x/net/http2 and net/http's bundled copy, errClientConnGotGoAway:
 //     "http2: Transport received Server's graceful shutdown GOAWAY" (the
 //     stream was above the server's last stream ID: not processed).
 //   - net/http's bundled http2StreamError for REFUSED_STREAM:
 //     "stream error: stream ID 3; REFUSED_STREAM".
+//   - x/net/http2 and net/http's copies (bundled in Go 1.26, internal in
+//     1.27), errClientConnNotEstablished: "http2: client conn could not be
+//     established" (the connection closed before its first stream was
+//     given an ID: not sent, but the server did a TLS handshake, so it
+//     costs a token).
 //   - x/net/http2 and net/http's bundled copy: "http2: client connection
 //     lost" (health check or read failure with streams open).
+//   - x/net/http2 and net/http's copies (bundled in Go 1.26, internal in
+//     1.27), errClientConnForceClosed: "http2: client connection force
+//     closed via ClientConn.Close". net/http closes the connection this way
+//     when a write on it failed (cleanupWriteRequest), so the other streams
+//     of a connection that was reset can get it instead of the reset.
 //   - net/http's http2GoAwayError (Go 1.26, bundled) and
 //     net/http/internal/http2.GoAwayError (Go 1.27), which unlike their
 //     StreamError have no As method to turn into x/net/http2.GoAwayError:
@@ -128,20 +140,95 @@ func Classify(err error) Class {
 //     (the stream was at or below the last stream ID: maybe processed).
 //   - net/http errServerClosedIdle: "http: server closed idle connection".
 //   - net/http: "net/http: HTTP/1.x transport connection broken".
-func knownMessage(err error) (Class, bool) {
+func knownMessage(err error) (Class, cause, bool) {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "net/http: TLS handshake timeout"),
-		strings.Contains(msg, "http2: Transport received Server's graceful shutdown GOAWAY"),
+		strings.Contains(msg, "http2: client conn could not be established"):
+		return NotSent, causeRequest, true
+	case strings.Contains(msg, "http2: Transport received Server's graceful shutdown GOAWAY"),
 		strings.Contains(msg, "; REFUSED_STREAM"):
-		return NotSent, true
+		return NotSent, causeNoLoad, true
 	case strings.Contains(msg, "http2: client connection lost"),
+		strings.Contains(msg, "http2: client connection force closed via ClientConn.Close"),
 		strings.Contains(msg, "http2: server sent GOAWAY and closed the connection"),
 		strings.Contains(msg, "http: server closed idle connection"),
 		strings.Contains(msg, "net/http: HTTP/1.x transport connection broken"):
-		return MaybeSent, true
+		return MaybeSent, causeConnection, true
 	}
-	return NotRetryable, false
+	return NotRetryable, causeRequest, false
+}
+
+// cause says what a retryable failure costs the retry budget.
+type cause int
+
+const (
+	// causeRequest: the failure is this request's own (a stream reset, a
+	// timeout, an error not known to end the connection). One token.
+	causeRequest cause = iota
+	// causeConnection: the connection failed, and with it every request it
+	// carried. One token for the connection, shared by those requests.
+	causeConnection
+	// causeNoLoad: the request never reached a server: the dial failed, or
+	// the server refused the stream or left it unprocessed in a GOAWAY. No
+	// token.
+	causeNoLoad
+)
+
+// budgetCause tells what a failure costs the retry budget. It sees the same
+// errors as [Classify], on Go 1.26 and 1.27, and is kept apart from it so
+// that a classifier from [WithClassifier] cannot make a failure free: a
+// failure is free only when budgetCause says causeNoLoad and the classifier
+// says [NotSent].
+func budgetCause(err error) cause {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return causeRequest
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return causeNoLoad
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, http2.ErrNoCachedConn) {
+		return causeNoLoad
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		// A dial that never connected. One that connected and was reset
+		// ("connect: connection reset by peer": the server accepted, then
+		// dropped it) cost the server an accept: a server that resets
+		// every new connection must stay bounded by the budget.
+		var te interface{ Timeout() bool }
+		if errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+			(errors.As(err, &te) && te.Timeout()) {
+			return causeNoLoad
+		}
+		return causeRequest
+	}
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		if se.Code == http2.ErrCodeRefusedStream {
+			return causeNoLoad
+		}
+		return causeRequest
+	}
+	var gae http2.GoAwayError
+	if errors.As(err, &gae) {
+		return causeConnection
+	}
+	if _, c, ok := knownMessage(err); ok {
+		return c
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE),
+		errors.Is(err, syscall.ETIMEDOUT),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, net.ErrClosed):
+		return causeConnection
+	}
+	return causeRequest
 }
 
 func isCertificateError(err error) bool {

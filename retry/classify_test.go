@@ -43,6 +43,8 @@ func TestClassify(t *testing.T) {
 		{"http2 goaway processed", http2.GoAwayError{LastStreamID: 5, ErrCode: http2.ErrCodeNo}, retry.MaybeSent},
 		{"http2 internal error", http2.StreamError{StreamID: 3, Code: http2.ErrCodeInternal}, retry.MaybeSent},
 		{"http2 connection lost", errors.New("http2: client connection lost"), retry.MaybeSent},
+		{"http2 connection not established", errors.New("http2: client conn could not be established"), retry.NotSent},
+		{"http2 connection force closed", errors.New("http2: client connection force closed via ClientConn.Close"), retry.MaybeSent},
 		{"reset on read", opErr("read", syscall.ECONNRESET), retry.MaybeSent},
 		{"broken pipe", opErr("write", syscall.EPIPE), retry.MaybeSent},
 		{"eof", io.EOF, retry.MaybeSent},

@@ -30,10 +30,62 @@
 // Waits between attempts are exponential with full jitter ([FullJitter]),
 // kept per request. No wait runs past the context deadline: when the next
 // wait would end after it, the request fails at once with an error that
-// matches context.DeadlineExceeded. A retry budget shared by all requests
-// through one middleware ([WithBudget]) limits retries to a fraction of
-// recent requests plus a small floor per second, so a failing server sees
-// about 1.2 times its normal load, not three times.
+// matches context.DeadlineExceeded.
+//
+// # The retry budget
+//
+// A retry budget shared by all requests through one middleware
+// ([WithBudget]) is a token bucket: every request adds ratio tokens (0.2),
+// time adds floor tokens a second (10), the balance starts at the floor and
+// is capped at ten seconds of floor (100), and a retry takes a token. A
+// retry refused for want of a token fails with [ReasonBudget]. What a retry
+// costs depends on what failed:
+//
+//   - The request never reached a server: a dial refused, unreachable or
+//     timed out before connecting, a temporary DNS failure, HTTP/2
+//     REFUSED_STREAM, a stream above the last stream ID of the server's
+//     GOAWAY. No token, as in gRPC's transparent retry: the retry adds no
+//     load. [WithMaxAttempts] still bounds it.
+//   - The connection was lost under the request: reset, EOF, broken pipe,
+//     "http2: client connection lost" or "force closed", a GOAWAY followed
+//     by the close. Over
+//     HTTP/2 this fails every request on the connection at once, and they
+//     share one token: the first to fail takes it and opens an event for
+//     that connection, the others join the event for ten seconds. A
+//     request shares a token once; if its retry fails too, later retries
+//     pay their own.
+//   - Anything else is the request's own failure, one token per retry: a
+//     stream reset, an attempt timeout, a connection reset before it
+//     carried the request (no connection was handed to it), a status
+//     retried by [WithStatusRetry].
+//
+// The connection comes from net/http itself: the middleware adds its own
+// httptrace.ClientTrace to each request's context, composed with any trace
+// already there (client-go's, pooltrace's), and its GotConn hook names the
+// connection the attempt was sent on. An event is keyed by that
+// connection's addresses and its identity in memory, and holds no
+// reference to it. Events are kept only on the failure path, under the
+// budget's lock; a request that succeeds costs one locked addition and the
+// trace hook. [WithoutBudget] removes both.
+//
+// With the default budget:
+//
+//   - One connection lost with every request of a client in flight on it,
+//     40 or 200 of them: one token. Every idempotent request is retried
+//     once; a client with no history can lose ten connections at once, and
+//     the floor pays for ten more each second.
+//   - Two connections lost a second apart: two tokens.
+//   - A server that is down (connection refused): no token; each request
+//     makes [DefaultMaxAttempts] dials and reaches no server.
+//   - A server that resets every new connection, or fails request after
+//     request: one token per retry. N requests over t seconds make at most
+//     (1+ratio)*N + floor*(1+t) attempts: 300 requests with a floor of 5,
+//     at most about 366 (TestBudget, TestTotalFailure).
+//   - The worst case, a server that takes requests on every new connection
+//     and then drops it under them: each request retries once on a shared
+//     token and pays for any further retry, so at most (2+ratio)*N +
+//     floor*(1+t) attempts, and never more than [DefaultMaxAttempts]*N:
+//     200 requests, about 416 (TestStormInFlight).
 //
 // net/http already re-sends replayable requests that fail on a reused
 // connection, HTTP/2 re-sends refused streams, and client-go re-sends GETs

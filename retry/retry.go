@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/http/httptrace"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -116,8 +119,11 @@ func WithExempt(f func(*http.Request) bool) Option {
 
 // WithBudget sets the retry budget shared by all requests through this
 // middleware: every request adds ratio tokens, the floor adds floorPerSecond
-// tokens each second, and every retry takes one. A failing server then sees
-// at most about (1+ratio) times the requests, plus the floor. Default:
+// tokens each second, and every retry takes one, except that the requests
+// failed by one lost connection share a token and a request that never
+// reached a server takes none (see the package documentation). A server
+// that fails request after request then sees at most about (1+ratio) times
+// the requests, plus the floor. Default:
 // [DefaultBudgetRatio], [DefaultBudgetFloor]. ratio must be in [0, 1] and
 // floorPerSecond not negative.
 func WithBudget(ratio, floorPerSecond float64) Option {
@@ -236,14 +242,49 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if transport.IsUpgrade(req) || (rt.cfg.exempt != nil && rt.cfg.exempt(req)) {
 		return rt.Next.RoundTrip(req)
 	}
+	var conn *connTrace
 	if rt.cfg.budget != nil {
 		rt.cfg.budget.deposit()
+		conn = &connTrace{}
+		conn.trace.GotConn = conn.gotConn
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &conn.trace))
 	}
 	resp, err := rt.Next.RoundTrip(req)
 	if err == nil && !rt.retryStatus(req, resp) {
 		return resp, nil
 	}
-	return rt.retry(req, resp, err)
+	return rt.retry(req, conn, resp, err)
+}
+
+// connTrace learns which connection carried an attempt, so that the
+// requests that failed with the same connection can share one retry token.
+// net/http calls GotConn for every connection it hands the request,
+// composed with any other trace in the context (client-go's, pooltrace's);
+// the last one is the connection the attempt failed on. Dials that fail
+// never report a connection.
+type connTrace struct {
+	trace httptrace.ClientTrace
+	mu    sync.Mutex
+	conn  net.Conn
+}
+
+func (c *connTrace) gotConn(info httptrace.GotConnInfo) {
+	c.mu.Lock()
+	c.conn = info.Conn
+	c.mu.Unlock()
+}
+
+// take returns the connection of the attempt that just ended, if there was
+// one, and forgets it for the next attempt.
+func (c *connTrace) take() net.Conn {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conn := c.conn
+	c.conn = nil
+	return conn
 }
 
 // retryStatus reports whether resp is a status WithStatusRetry retries.
@@ -262,14 +303,16 @@ func (rt *roundTripper) retryStatus(req *http.Request, resp *http.Response) bool
 
 // retry takes over after the first attempt failed with err, or answered
 // with a status to retry in resp. It is the slow path: the state it keeps is
-// per request.
-func (rt *roundTripper) retry(req *http.Request, resp *http.Response, err error) (*http.Response, error) {
+// per request. conn is nil when there is no budget.
+func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Response, err error) (*http.Response, error) {
 	ctx := req.Context()
 	e := &Error{Method: req.Method}
 	rewindable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	shared := false // whether a retry of this request already shared a token
 	for attempt := 1; ; attempt++ {
 		e.Attempts = attempt
 		var wait time.Duration
+		failedOn := conn.take()
 		if err != nil {
 			e.Causes = append(e.Causes, err)
 			class := rt.cfg.classify(err)
@@ -315,7 +358,7 @@ func (rt *roundTripper) retry(req *http.Request, resp *http.Response, err error)
 				e.Reason = ReasonDeadline
 				return nil, e
 			}
-			if !rt.withdraw() {
+			if !rt.admit(err, e.Class, failedOn, &shared) {
 				e.Reason = ReasonBudget
 				return nil, e
 			}
@@ -362,6 +405,25 @@ func (rt *roundTripper) fits(ctx context.Context, d time.Duration) bool {
 
 func (rt *roundTripper) withdraw() bool {
 	return rt.cfg.budget == nil || rt.cfg.budget.withdraw()
+}
+
+// admit asks the budget for a retry after err (see the package
+// documentation, The retry budget): free if the request never reached a
+// server, one token shared with the connection's other requests if the
+// connection was lost under it (once per request: its later retries pay
+// their own), else one token.
+func (rt *roundTripper) admit(err error, class Class, failedOn net.Conn, shared *bool) bool {
+	if rt.cfg.budget == nil {
+		return true
+	}
+	switch c := budgetCause(err); {
+	case c == causeNoLoad && class == NotSent:
+		return true
+	case c == causeConnection && failedOn != nil && !*shared:
+		*shared = true
+		return rt.cfg.budget.withdrawShared(keyOf(failedOn))
+	}
+	return rt.cfg.budget.withdraw()
 }
 
 func (rt *roundTripper) log(req *http.Request, attempt int, err error, class Class, resp *http.Response, wait time.Duration) {

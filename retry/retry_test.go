@@ -355,8 +355,12 @@ func TestHTTP2GoAway(t *testing.T) {
 	for _, id := range []string{"warm", "inflight", "get", "patch", "post"} {
 		assert.Equal(t, 1, executed[id], id)
 	}
-	assert.Equal(t, 2, srv.Accepted(), "requests after the GOAWAY used one new connection")
 	require.Len(t, seen, 5)
+	if !assert.Equal(t, 2, srv.Accepted(), "requests after the GOAWAY used one new connection") {
+		for _, a := range seen {
+			t.Logf("%s %s: %v", a.Method, a.Path, a.Conn)
+		}
+	}
 	assert.True(t, seen[1].Conn.Reused, "the in-flight request reused the first connection")
 	assert.False(t, seen[2].Conn.Reused, "the first request after the GOAWAY dialed")
 }
@@ -465,7 +469,11 @@ func TestComposition(t *testing.T) {
 		var te *timeout.Error
 		assert.True(t, errors.As(err, &te), "every attempt's cause is kept")
 		assert.GreaterOrEqual(t, elapsed, 900*time.Millisecond)
-		assert.Less(t, elapsed, 1300*time.Millisecond)
+		// The count of executions is what proves no attempt started after
+		// the deadline; the time only bounds how long the cancelled attempt
+		// takes to return, which under -race on two busy cores has reached
+		// 315ms.
+		assert.Less(t, elapsed, 1500*time.Millisecond)
 		assert.LessOrEqual(t, f.srv.executed("b"), 4)
 	})
 }

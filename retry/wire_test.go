@@ -19,7 +19,8 @@ import (
 )
 
 // TestClassifyFromTheWire: each HTTP/2 failure, produced by a real server
-// on a real connection, gets the same class whichever HTTP/2 client met it:
+// on a real connection, gets the same class and the same cost to the retry
+// budget whichever HTTP/2 client met it:
 // net/http's own (bundled in Go 1.26, built in from Go 1.27) or
 // x/net/http2's Transport (its own code in Go 1.26, a wrapper over net/http
 // from Go 1.27). The requests carry a body net/http cannot rewind, so that
@@ -29,32 +30,34 @@ func TestClassifyFromTheWire(t *testing.T) {
 		name   string
 		handle func(*testserver.H2Conn, testserver.H2Request)
 		want   retry.Class
+		// wantCost is what the failure costs the retry budget.
+		wantCost string
 	}{
 		{"GOAWAY before the stream", func(c *testserver.H2Conn, r testserver.H2Request) {
 			_ = c.GoAway(r.StreamID-1, http2.ErrCodeNo)
-		}, retry.NotSent},
+		}, retry.NotSent, "none"},
 		{"REFUSED_STREAM", func(c *testserver.H2Conn, r testserver.H2Request) {
 			_ = c.Reset(r.StreamID, http2.ErrCodeRefusedStream)
-		}, retry.NotSent},
+		}, retry.NotSent, "none"},
 		{"stream reset INTERNAL_ERROR", func(c *testserver.H2Conn, r testserver.H2Request) {
 			_ = c.Reset(r.StreamID, http2.ErrCodeInternal)
-		}, retry.MaybeSent},
+		}, retry.MaybeSent, "request"},
 		{"stream reset CANCEL", func(c *testserver.H2Conn, r testserver.H2Request) {
 			_ = c.Reset(r.StreamID, http2.ErrCodeCancel)
-		}, retry.MaybeSent},
+		}, retry.MaybeSent, "request"},
 		{"GOAWAY covering the stream, then close", func(c *testserver.H2Conn, r testserver.H2Request) {
 			_ = c.GoAway(r.StreamID, http2.ErrCodeInternal)
 			_ = c.Close()
-		}, retry.MaybeSent},
+		}, retry.MaybeSent, "connection"},
 		{"connection closed", func(c *testserver.H2Conn, r testserver.H2Request) {
 			_ = c.Close()
-		}, retry.MaybeSent},
+		}, retry.MaybeSent, "connection"},
 		{"connection reset", func(c *testserver.H2Conn, r testserver.H2Request) {
 			_ = c.ResetConn()
-		}, retry.MaybeSent},
+		}, retry.MaybeSent, "connection"},
 		{"health check: connection lost", func(c *testserver.H2Conn, r testserver.H2Request) {
 			c.Silence()
-		}, retry.MaybeSent},
+		}, retry.MaybeSent, "connection"},
 	}
 	clients := []struct {
 		name string
@@ -85,6 +88,7 @@ func TestClassifyFromTheWire(t *testing.T) {
 				require.Error(t, err, cl.name)
 				t.Logf("%s: %T %v", cl.name, err, err)
 				assert.Equal(t, tt.want, retry.Classify(err), "%s: %v", cl.name, err)
+				assert.Equal(t, tt.wantCost, retry.BudgetCause(err), "%s: %v", cl.name, err)
 			}
 		})
 	}

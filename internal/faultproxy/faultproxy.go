@@ -55,6 +55,7 @@ type Proxy struct {
 	idleDrop time.Duration
 	seq      uint64
 	conns    map[net.Conn]struct{}
+	clients  map[net.Conn]struct{}
 	accepted int
 	closed   bool
 	wg       sync.WaitGroup
@@ -66,7 +67,7 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, clients: map[net.Conn]struct{}{}}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
@@ -126,6 +127,18 @@ func (p *Proxy) SetIdleDrop(d time.Duration) {
 	p.mu.Lock()
 	p.idleDrop = d
 	p.mu.Unlock()
+}
+
+// ResetAll resets (TCP RST) every client connection open now, as a load
+// balancer dropping its flows or a server restart does, and reports how
+// many it reset. Each reset connection's server side is closed too.
+func (p *Proxy) ResetAll() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.clients {
+		reset(c)
+	}
+	return len(p.clients)
 }
 
 // Close stops the proxy and closes every connection.
@@ -205,6 +218,14 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	defer p.untrack(client)
+	p.mu.Lock()
+	p.clients[client] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.clients, client)
+		p.mu.Unlock()
+	}()
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		reset(client)
