@@ -332,18 +332,3 @@ func (p *Proxy) wait(seq uint64, f Fault) bool {
 	}
 	return !p.closed
 }
-
-// ResetAll resets every connection open now, both sides: a load balancer
-// or an API server restart dropping its flows. Connections opened later
-// pass as the current fault says.
-func (p *Proxy) ResetAll() {
-	p.mu.Lock()
-	conns := make([]net.Conn, 0, len(p.conns))
-	for c := range p.conns {
-		conns = append(conns, c)
-	}
-	p.mu.Unlock()
-	for _, c := range conns {
-		reset(c)
-	}
-}
