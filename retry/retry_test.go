@@ -355,14 +355,17 @@ func TestHTTP2GoAway(t *testing.T) {
 	for _, id := range []string{"warm", "inflight", "get", "patch", "post"} {
 		assert.Equal(t, 1, executed[id], id)
 	}
-	require.Len(t, seen, 5)
-	if !assert.Equal(t, 2, srv.Accepted(), "requests after the GOAWAY used one new connection") {
-		for _, a := range seen {
-			t.Logf("%s %s: %v", a.Method, a.Path, a.Conn)
-		}
-	}
+	require.Len(t, seen, 5, "one attempt each: nothing was retried or re-sent")
 	assert.True(t, seen[1].Conn.Reused, "the in-flight request reused the first connection")
 	assert.False(t, seen[2].Conn.Reused, "the first request after the GOAWAY dialed")
+	// Every request after the GOAWAY went out on a new connection. How
+	// many net/http dialed for them is its business: under load Go 1.26
+	// sometimes dials one more, which is no fault of the stack.
+	first := seen[0].Conn.LocalAddr.String()
+	for _, a := range seen[2:] {
+		assert.NotEqual(t, first, a.Conn.LocalAddr.String(), "%s %s went out on the connection the server sent GOAWAY on", a.Method, a.Path)
+	}
+	assert.GreaterOrEqual(t, srv.Accepted(), 2)
 }
 
 // TestBudget: against a server that resets every connection, a few hundred
