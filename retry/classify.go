@@ -91,15 +91,7 @@ func Classify(err error) Class {
 	if c, _, ok := knownMessage(err); ok {
 		return c
 	}
-	switch {
-	case errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.ECONNABORTED),
-		errors.Is(err, syscall.EPIPE),
-		errors.Is(err, syscall.ETIMEDOUT),
-		errors.Is(err, io.EOF),
-		errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, net.ErrClosed),
-		errors.Is(err, context.DeadlineExceeded):
+	if connectionEnded(err) || errors.Is(err, context.DeadlineExceeded) {
 		return MaybeSent
 	}
 	var te interface{ Timeout() bool }
@@ -218,17 +210,24 @@ func budgetCause(err error) cause {
 	if _, c, ok := knownMessage(err); ok {
 		return c
 	}
-	switch {
-	case errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.ECONNABORTED),
-		errors.Is(err, syscall.EPIPE),
-		errors.Is(err, syscall.ETIMEDOUT),
-		errors.Is(err, io.EOF),
-		errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, net.ErrClosed):
+	if connectionEnded(err) {
 		return causeConnection
 	}
 	return causeRequest
+}
+
+// connectionEnded reports whether err says the connection under the
+// request ended: reset, aborted, broken, timed out at the TCP level, or
+// closed before the answer was read. [Classify] takes it as maybe sent;
+// [budgetCause] as a failure of the connection, shared by its requests.
+func connectionEnded(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed)
 }
 
 func isCertificateError(err error) bool {
