@@ -60,19 +60,7 @@ func TestHTTP2Health(t *testing.T) {
 			require.Equal(t, 1, conns.Dialed())
 
 			p.SetFault(faultproxy.Hold)
-			if tt.wantReused {
-				select {
-				case <-conns.Closed(0):
-					t.Fatal("the connection was closed with no health check due")
-				case <-time.After(600 * time.Millisecond):
-				}
-			} else {
-				select {
-				case <-conns.Closed(0):
-				case <-time.After(10 * time.Second):
-					t.Fatal("the health check did not close the connection (PING after 100ms, no answer 100ms later)")
-				}
-			}
+			conns.CheckHealthClose(t, 0, !tt.wantReused)
 			p.SetFault(faultproxy.None)
 			_, err = cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
 			require.NoError(t, err)

@@ -186,19 +186,7 @@ func TestHTTP2HealthCheck(t *testing.T) {
 			_, proto := reused(t, tr, u)
 			require.Equal(t, "HTTP/2.0", proto)
 			p.SetFault(faultproxy.Hold)
-			if tt.wantReused {
-				select {
-				case <-conns.Closed(0):
-					t.Fatal("the connection was closed with no health check due")
-				case <-time.After(600 * time.Millisecond):
-				}
-			} else {
-				select {
-				case <-conns.Closed(0):
-				case <-time.After(10 * time.Second):
-					t.Fatal("the health check did not close the connection (PING after 100ms, no answer 100ms later)")
-				}
-			}
+			conns.CheckHealthClose(t, 0, !tt.wantReused)
 			p.SetFault(faultproxy.None)
 			got, _ := reused(t, tr, u)
 			assert.Equal(t, tt.wantReused, got)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/transport"
@@ -97,6 +98,28 @@ func (c *Conns) Closed(i int) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.chanLocked(i)
+}
+
+// CheckHealthClose checks, while the peer holds every byte, whether the
+// HTTP/2 health check closes the i-th connection: when closes is true it
+// must within 10 seconds (a check due after 100ms fails 100ms later); when
+// false it must still be open after 600ms, past when such a check would
+// have closed it.
+func (c *Conns) CheckHealthClose(t testing.TB, i int, closes bool) {
+	t.Helper()
+	if !closes {
+		select {
+		case <-c.Closed(i):
+			t.Fatal("the connection was closed with no health check due")
+		case <-time.After(600 * time.Millisecond):
+		}
+		return
+	}
+	select {
+	case <-c.Closed(i):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the health check did not close the connection (PING after 100ms, no answer 100ms later)")
+	}
 }
 
 // Dialed reports how many connections were dialed.
