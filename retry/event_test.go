@@ -144,6 +144,18 @@ func (s *holdServer) warm(t *testing.T, rt http.RoundTripper, batch string) {
 	require.NoError(t, s.send(rt, http.MethodGet, "warm/"+batch).err)
 }
 
+// methodOf is the method of request i of a batch: gets GETs first, then
+// patches PATCHes, then POSTs.
+func methodOf(i, gets, patches int) string {
+	switch {
+	case i >= gets+patches:
+		return http.MethodPost
+	case i >= gets:
+		return http.MethodPatch
+	}
+	return http.MethodGet
+}
+
 // batch sends gets GETs, patches marked PATCHes and posts POSTs at once,
 // waits until the server holds every one of them, calls lose, and returns
 // the results.
@@ -152,13 +164,7 @@ func (s *holdServer) batch(t *testing.T, rt http.RoundTripper, name string, gets
 	n := gets + patches + posts
 	results := make(chan result, n)
 	for i := 0; i < n; i++ {
-		method := http.MethodGet
-		switch {
-		case i >= gets+patches:
-			method = http.MethodPost
-		case i >= gets:
-			method = http.MethodPatch
-		}
+		method := methodOf(i, gets, patches)
 		id := fmt.Sprintf("%s/%d", name, i)
 		go func() { results <- s.send(rt, method, id) }()
 	}
@@ -394,13 +400,7 @@ func TestStormInFlight(t *testing.T) {
 	start := time.Now()
 	results := make(chan result, n)
 	for i := 0; i < n; i++ {
-		method := http.MethodGet
-		switch {
-		case i >= gets+patches:
-			method = http.MethodPost
-		case i >= gets:
-			method = http.MethodPatch
-		}
+		method := methodOf(i, gets, patches)
 		id := fmt.Sprintf("storm/%d", i)
 		go func() { results <- s.send(rt, method, id) }()
 	}
