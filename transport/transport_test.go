@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -108,11 +109,7 @@ func TestNewDefaults(t *testing.T) {
 // unless WithoutHTTP2 says otherwise, with a TLS config of the caller's
 // (which on its own keeps net/http from attempting HTTP/2).
 func TestNewNegotiates(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
-	tlsConfig := srv.Client().Transport.(*http.Transport).TLSClientConfig
+	srv, tlsConfig := h2Server(t)
 
 	tests := []struct {
 		name string
@@ -153,11 +150,7 @@ func reused(t *testing.T, rt http.RoundTripper, u string) (bool, string) {
 // it. The proxy holds the bytes of both directions and delivers them
 // afterwards, so nothing but the health check can end the connection.
 func TestHTTP2HealthCheck(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
-	tlsConfig := srv.Client().Transport.(*http.Transport).TLSClientConfig
+	srv, tlsConfig := h2Server(t)
 
 	tests := []struct {
 		name       string
@@ -258,4 +251,14 @@ func TestIsUpgrade(t *testing.T) {
 		}
 		assert.Equal(t, tt.want, transport.IsUpgrade(req), "%q", tt.give)
 	}
+}
+
+// h2Server starts a TLS server that offers h2 and answers 200, and returns
+// it with a TLS config that trusts it. The test closes it.
+func h2Server(t *testing.T) (*httptest.Server, *tls.Config) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, srv.Client().Transport.(*http.Transport).TLSClientConfig
 }
