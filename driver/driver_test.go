@@ -156,7 +156,7 @@ func TestErrorKeepsChain(t *testing.T) {
 	var attempts atomic.Int32
 	d := newDriver(t, a, nil, driver.WithAdapterOptions(
 		kubeadapter.WithTimeout(200*time.Millisecond),
-		kubeadapter.WithObserver(func(pooltrace.Attempt) { attempts.Add(1) }),
+		kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: func(pooltrace.Attempt) { attempts.Add(1) }}),
 	))
 	_, err := d.Get(context.Background(), "team-a", "sb-0") // warm the pool
 	require.NoError(t, err)

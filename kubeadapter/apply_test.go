@@ -125,7 +125,7 @@ func TestApplyDefaultBudget(t *testing.T) {
 func TestApplyTwiceDoesNotStack(t *testing.T) {
 	srv := slowServer(t, 0)
 	var attempts atomic.Int32
-	obs := kubeadapter.WithObserver(func(pooltrace.Attempt) { attempts.Add(1) })
+	obs := kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: func(pooltrace.Attempt) { attempts.Add(1) }})
 	cfg := &rest.Config{Host: srv.URL, Timeout: time.Second}
 	require.NoError(t, kubeadapter.Apply(cfg, obs))
 	require.NoError(t, kubeadapter.Apply(cfg, obs))

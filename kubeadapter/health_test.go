@@ -50,7 +50,7 @@ func TestHTTP2Health(t *testing.T) {
 			var conns testserver.Conns
 			cfg.Dial = conns.Dial(cfg.Dial)
 			var seen attempts
-			require.NoError(t, kubeadapter.Apply(cfg, append(tt.opts, kubeadapter.WithObserver(seen.observe))...))
+			require.NoError(t, kubeadapter.Apply(cfg, append(tt.opts, kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: seen.observe}))...))
 			cs, err := kubernetes.NewForConfig(cfg)
 			require.NoError(t, err)
 			ctx := context.Background()
@@ -96,7 +96,7 @@ func TestExecPluginKeepsWorking(t *testing.T) {
 		InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 	}
 	var seen attempts
-	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithHTTP2Health(5*time.Second, 2*time.Second), kubeadapter.WithObserver(seen.observe)))
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithHTTP2Health(5*time.Second, 2*time.Second), kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: seen.observe})))
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	ctx := context.Background()

@@ -93,7 +93,7 @@ func TestCRUD(t *testing.T) {
 	cfg := env.Config(t)
 	require.NotEmpty(t, cfg.CertData, "envtest authenticates with a client certificate")
 	var seen attempts
-	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(10*time.Second), kubeadapter.WithObserver(seen.observe)))
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(10*time.Second), kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: seen.observe})))
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -257,7 +257,7 @@ func TestStalledResponse(t *testing.T) {
 
 	cfg, p := proxied(t, admin)
 	var seen attempts
-	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(time.Second), kubeadapter.WithObserver(seen.observe)))
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(time.Second), kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: seen.observe})))
 	c, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -309,7 +309,7 @@ func TestResetDuringWrites(t *testing.T) {
 
 	cfg, p := proxied(t, admin)
 	var seen attempts
-	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithObserver(seen.observe)))
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: seen.observe})))
 	dyn, err := dynamic.NewForConfig(cfg)
 	require.NoError(t, err)
 	_, err = dyn.Resource(configMaps).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})

@@ -69,6 +69,7 @@ type config struct {
 	status      bool
 	logger      logr.Logger
 	verbosity   int
+	observer    func(Decision)
 	err         error
 }
 
@@ -163,6 +164,14 @@ func WithLogger(l logr.Logger) Option {
 // Default: 0.
 func WithVerbosity(v int) Option {
 	return optionFunc(func(c *config) { c.verbosity = max(v, 0) })
+}
+
+// WithObserver calls f for every decision the middleware makes after a
+// failed attempt: each retry, and the end of retrying with its [Reason].
+// A request that succeeds on its first attempt calls nothing. f runs on the
+// request's goroutine and must not block. Default: none.
+func WithObserver(f func(Decision)) Option {
+	return optionFunc(func(c *config) { c.observer = f })
 }
 
 func newConfig(opts []Option) config {
@@ -311,71 +320,60 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 	shared := false // whether a retry of this request already shared a token
 	for attempt := 1; ; attempt++ {
 		e.Attempts = attempt
-		var wait time.Duration
+		d := Decision{Request: req, Attempt: attempt, Err: err}
 		failedOn := conn.take()
 		if err != nil {
 			e.Causes = append(e.Causes, err)
 			class := rt.cfg.classify(err)
-			e.Class = class
+			e.Class, d.Class = class, class
 			switch {
 			case ctx.Err() != nil:
-				e.Reason = ReasonCanceled
-				if ctx.Err() == context.DeadlineExceeded {
-					e.Reason = ReasonDeadline
-				}
-				return nil, e
+				return nil, rt.stop(e, d, ctxReason(ctx))
 			case class == NotRetryable:
-				e.Reason = ReasonNotRetryable
-				return nil, e
+				return nil, rt.stop(e, d, ReasonNotRetryable)
 			case class == MaybeSent && !IsIdempotent(req):
-				e.Reason = ReasonNotIdempotent
-				return nil, e
+				return nil, rt.stop(e, d, ReasonNotIdempotent)
 			case !rewindable:
-				e.Reason = ReasonBodyNotRewindable
-				return nil, e
+				return nil, rt.stop(e, d, ReasonBodyNotRewindable)
 			case attempt >= rt.cfg.maxAttempts:
-				e.Reason = ReasonAttempts
-				return nil, e
+				return nil, rt.stop(e, d, ReasonAttempts)
 			}
-			wait = rt.cfg.backoff(attempt)
+			d.Wait = rt.cfg.backoff(attempt)
+			if !rt.fits(ctx, d.Wait) {
+				return nil, rt.stop(e, d, ReasonDeadline)
+			}
+			if !rt.admit(err, class, failedOn, &shared) {
+				return nil, rt.stop(e, d, ReasonBudget)
+			}
 		} else {
 			// A status to retry: give the response back unless another
 			// attempt is possible.
-			if !rewindable || attempt >= rt.cfg.maxAttempts {
-				return resp, nil
-			}
-			wait = rt.cfg.backoff(attempt)
+			d.StatusCode = resp.StatusCode
+			d.Wait = rt.cfg.backoff(attempt)
 			if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-				wait = ra
+				d.Wait = ra
 			}
-			if !rt.fits(ctx, wait) || !rt.withdraw() {
-				return resp, nil
+			switch {
+			case !rewindable:
+				return rt.giveBack(resp, d, ReasonBodyNotRewindable)
+			case attempt >= rt.cfg.maxAttempts:
+				return rt.giveBack(resp, d, ReasonAttempts)
+			case !rt.fits(ctx, d.Wait):
+				return rt.giveBack(resp, d, ReasonDeadline)
+			case !rt.withdraw():
+				return rt.giveBack(resp, d, ReasonBudget)
 			}
 			drain(resp)
 		}
-		if err != nil {
-			if !rt.fits(ctx, wait) {
-				e.Reason = ReasonDeadline
-				return nil, e
-			}
-			if !rt.admit(err, e.Class, failedOn, &shared) {
-				e.Reason = ReasonBudget
-				return nil, e
-			}
-		}
-		rt.log(req, attempt, err, e.Class, resp, wait)
-		if wait > 0 {
-			t := time.NewTimer(wait)
+		rt.log(req, attempt, err, e.Class, resp, d.Wait)
+		if d.Wait > 0 {
+			t := time.NewTimer(d.Wait)
 			select {
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
 				e.Causes = append(e.Causes, context.Cause(ctx))
-				e.Reason = ReasonCanceled
-				if ctx.Err() == context.DeadlineExceeded {
-					e.Reason = ReasonDeadline
-				}
-				return nil, e
+				return nil, rt.stop(e, d, ctxReason(ctx))
 			}
 		}
 		next := req
@@ -383,18 +381,49 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 			body, berr := req.GetBody()
 			if berr != nil {
 				e.Causes = append(e.Causes, fmt.Errorf("rewinding the request body: %w", berr))
-				e.Reason = ReasonBodyNotRewindable
-				return nil, e
+				return nil, rt.stop(e, d, ReasonBodyNotRewindable)
 			}
 			r := *req
 			r.Body = body
 			next = &r
+		}
+		if rt.cfg.observer != nil {
+			d.Retry = true
+			rt.cfg.observer(d)
 		}
 		resp, err = rt.Next.RoundTrip(next)
 		if err == nil && !rt.retryStatus(req, resp) {
 			return resp, nil
 		}
 	}
+}
+
+// ctxReason is the reason to stop when ctx is done.
+func ctxReason(ctx context.Context) Reason {
+	if ctx.Err() == context.DeadlineExceeded {
+		return ReasonDeadline
+	}
+	return ReasonCanceled
+}
+
+// stop ends retrying for reason: it records the reason in e, tells the
+// observer and returns e.
+func (rt *roundTripper) stop(e *Error, d Decision, reason Reason) *Error {
+	e.Reason = reason
+	if rt.cfg.observer != nil {
+		d.Reason = reason
+		rt.cfg.observer(d)
+	}
+	return e
+}
+
+// giveBack ends retrying a status for reason: the caller gets the response.
+func (rt *roundTripper) giveBack(resp *http.Response, d Decision, reason Reason) (*http.Response, error) {
+	if rt.cfg.observer != nil {
+		d.Reason = reason
+		rt.cfg.observer(d)
+	}
+	return resp, nil
 }
 
 // fits reports whether a wait of d ends before the context's deadline.

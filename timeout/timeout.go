@@ -26,6 +26,7 @@ type config struct {
 	budget      time.Duration
 	longRunning func(*http.Request) bool
 	stall       time.Duration
+	observer    func(Exceeded)
 	err         error
 }
 
@@ -49,6 +50,24 @@ func WithStallTimeout(d time.Duration) Option {
 			c.err = fmt.Errorf("timeout: WithStallTimeout must be positive, got %v", d)
 		}
 	})
+}
+
+// Exceeded describes a request whose budget, or stall timeout, ran out.
+type Exceeded struct {
+	// Request is the request as the middleware received it. Observers must
+	// not modify it or read its body.
+	Request *http.Request
+	Phase   Phase
+	// Limit is the budget, or the stall timeout for PhaseStalled.
+	Limit   time.Duration
+	Elapsed time.Duration
+}
+
+// WithObserver calls f when a request's budget or stall timeout runs out,
+// from the timer's goroutine, before the request is cancelled. f must not
+// block. Default: none.
+func WithObserver(f func(Exceeded)) Option {
+	return optionFunc(func(c *config) { c.observer = f })
 }
 
 func newConfig(budget time.Duration, opts []Option) config {
@@ -133,6 +152,9 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return rt.Next.RoundTrip(req)
 	}
 	c := &call{start: start, budget: budget, phase: PhaseHeaders}
+	if rt.cfg.observer != nil {
+		c.req, c.observer = req, rt.cfg.observer
+	}
 	if rt.cfg.longRunning != nil && rt.cfg.longRunning(req) {
 		c.longRunning = true
 		c.stall = rt.cfg.stall
@@ -180,7 +202,9 @@ type call struct {
 	longRunning bool
 	stall       time.Duration
 	cancel      context.CancelCauseFunc
-	progress    atomic.Int64 // nanoseconds since start of the last body progress
+	progress    atomic.Int64   // nanoseconds since start of the last body progress
+	req         *http.Request  // for the observer only
+	observer    func(Exceeded) // nil when there is none
 
 	mu    sync.Mutex
 	timer *time.Timer
@@ -209,6 +233,9 @@ func (c *call) fire() {
 	c.done = true
 	err := c.err
 	c.mu.Unlock()
+	if c.observer != nil {
+		c.observer(Exceeded{Request: c.req, Phase: err.Phase, Limit: limit, Elapsed: elapsed})
+	}
 	c.cancel(err)
 }
 

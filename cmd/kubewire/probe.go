@@ -233,7 +233,7 @@ func newProber(name string, cfg *rest.Config, budget time.Duration) (*prober, er
 		})
 		p.budget = c.Timeout
 	} else {
-		if err := kubeadapter.Apply(c, kubeadapter.WithTimeout(budget), kubeadapter.WithObserver(observe)); err != nil {
+		if err := kubeadapter.Apply(c, kubeadapter.WithTimeout(budget), kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: observe})); err != nil {
 			return nil, err
 		}
 		p.budget = budget
