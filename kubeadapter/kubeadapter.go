@@ -311,4 +311,3 @@ func (f *failing) RoundTrip(req *http.Request) (*http.Response, error) {
 	transport.CloseRequestBody(req)
 	return nil, f.err
 }
-

@@ -69,13 +69,13 @@ func New() *Metrics {
 		Help: "Request budgets that ran out, by method and phase (headers, body, stalled).",
 	}, []string{"method", "phase"})
 	return &Metrics{
-		attempts: counters(attempts, func(k attemptKey) []string { return []string{k.method, k.protocol, k.reused, k.outcome} }),
-		duration: observers(duration, func(k durationKey) []string { return []string{k.method, k.outcome} }),
-		idle:     observers(idle, func(k string) []string { return []string{k} }),
-		resends:  counters(resends, func(k string) []string { return []string{k} }),
-		retries:  counters(retries, func(k retryKey) []string { return []string{k.method, k.value} }),
-		gaveUp:   counters(gaveUp, func(k retryKey) []string { return []string{k.method, k.value} }),
-		exceeded: counters(exceeded, func(k exceededKey) []string { return []string{k.method, k.phase} }),
+		attempts:   counters(attempts, func(k attemptKey) []string { return []string{k.method, k.protocol, k.reused, k.outcome} }),
+		duration:   observers(duration, func(k durationKey) []string { return []string{k.method, k.outcome} }),
+		idle:       observers(idle, func(k string) []string { return []string{k} }),
+		resends:    counters(resends, func(k string) []string { return []string{k} }),
+		retries:    counters(retries, func(k retryKey) []string { return []string{k.method, k.value} }),
+		gaveUp:     counters(gaveUp, func(k retryKey) []string { return []string{k.method, k.value} }),
+		exceeded:   counters(exceeded, func(k exceededKey) []string { return []string{k.method, k.phase} }),
 		collectors: []prometheus.Collector{attempts, duration, idle, resends, retries, gaveUp, exceeded},
 	}
 }
