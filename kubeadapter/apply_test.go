@@ -178,6 +178,8 @@ func TestApplyRejectsBadOptions(t *testing.T) {
 		{kubeadapter.WithHTTP2Health(0, time.Second), "kubeadapter: WithHTTP2Health readIdle must be positive, got 0s"},
 		{kubeadapter.WithHTTP2Health(time.Second, -time.Second), "kubeadapter: WithHTTP2Health pingTimeout must be positive, got -1s"},
 		{kubeadapter.WithRetryOptions(retry.WithMaxAttempts(0)), "kubeadapter: WithRetryOptions: retry: WithMaxAttempts must be at least 1, got 0"},
+		{kubeadapter.WithIdleConnTimeout(0), "kubeadapter: WithIdleConnTimeout must be positive, got 0s"},
+		{kubeadapter.WithObserver(nil), "kubeadapter: WithObserver must not be nil"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -392,3 +392,45 @@ func TestErrorMessage(t *testing.T) {
 	assert.False(t, errors.Is(e, context.Canceled))
 	assert.True(t, strings.HasPrefix(timeout.Phase(9).String(), "Phase("))
 }
+
+// TestObserver: a budget that runs out is reported once, with its phase,
+// before the request fails; a request within its budget reports nothing.
+func TestObserver(t *testing.T) {
+	t.Parallel()
+	for _, s := range servers(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/headers":
+			wait(r, 5*time.Second)
+		case "/body":
+			trickle(w, r)
+		}
+	}) {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			seen := make(chan timeout.Exceeded, 10)
+			rt := timeout.New(300*time.Millisecond, timeout.WithObserver(func(e timeout.Exceeded) { seen <- e }))(s.Base)
+			for _, tc := range []struct {
+				path  string
+				phase timeout.Phase
+			}{{"/", 0}, {"/headers", timeout.PhaseHeaders}, {"/body", timeout.PhaseBody}} {
+				resp, err := get(context.Background(), rt, s.URL+tc.path)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+				}
+				if tc.phase == 0 {
+					require.NoError(t, err)
+					assert.Empty(t, seen)
+					continue
+				}
+				requireTimeout(t, err, tc.phase, 300*time.Millisecond)
+				require.Len(t, seen, 1, tc.path)
+				e := <-seen
+				assert.Equal(t, tc.phase, e.Phase)
+				assert.Equal(t, 300*time.Millisecond, e.Limit)
+				assert.GreaterOrEqual(t, e.Elapsed, 300*time.Millisecond)
+				assert.Equal(t, tc.path, e.Request.URL.Path)
+			}
+		})
+	}
+}
