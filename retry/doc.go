@@ -88,8 +88,17 @@
 //     200 requests, about 416 (TestStormInFlight).
 //
 // net/http already re-sends replayable requests that fail on a reused
-// connection, HTTP/2 re-sends refused streams, and client-go re-sends GETs
-// on connection resets; keep the attempt count low ([DefaultMaxAttempts]).
+// connection and HTTP/2 re-sends refused streams; keep the attempt count
+// low ([DefaultMaxAttempts]). client-go re-sends GETs on connection resets
+// too, but not on top of this middleware when kubeadapter installs it (see
+// kubeadapter.Error).
+//
+// # Observing
+//
+// [WithObserver] reports every [Decision]: each retry, with the class of
+// the failure or the status, and the end of retrying with its [Reason].
+// Budget refusals are the decisions whose Reason is [ReasonBudget]. A
+// request that succeeds at once reports nothing and costs nothing more.
 //
 // # Composition
 //
