@@ -89,7 +89,7 @@ func TestPassMetrics(t *testing.T) {
 	assert.Equal(t, map[string]float64{
 		mPasses: 2, mPassDuration: 2,
 		mSuspend: 5, mRollback: 0, mClearBootstrap: 0, mWarnings: 5,
-		mErrors:     2, // one fence read per namespace
+		mErrors:     2,                     // one fence read per namespace
 		mQueueDepth: 0, mFenceToSuspend: 0, // no Run, no fence event
 	}, scrape(t, reg))
 	assert.Equal(t, 2, passes)
@@ -104,9 +104,7 @@ func TestPassMetrics(t *testing.T) {
 func TestRunMetrics(t *testing.T) {
 	r := currentRig(t)
 	const n = 10
-	names := admitted(t, r, r.driver(t, nil), "sb", n)
-	counter := newWrites()
-	d := r.driver(t, counter)
+	names, counter, d := counted(t, r, n)
 	m, reg := metrics(t)
 	// One worker at 20 writes a second: the fence change's sandboxes wait
 	// in the queue long enough to be seen there.

@@ -38,42 +38,35 @@ type Metrics struct {
 // registry, then wire it to a reconciler with [Metrics.Option].
 func New() *Metrics {
 	m := &Metrics{
-		passes: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "passes_total",
-			Help: "Full reconcile passes over every sandbox, the periodic resyncs of Run included.",
-		}),
-		passDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "pass_duration_seconds",
-			Help:    "Duration of a full reconcile pass, in seconds.",
-			Buckets: buckets,
-		}),
-		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "actions_total",
-			Help: "Actions the reconciler carried out on sandboxes, by action: suspend (fence changed or missing), rollback (bootstrap failed past its grace period), clear_bootstrap.",
-		}, []string{"action"}),
-		warnings: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "warnings_total",
-			Help: "Actions that were transitions worth a warning and an Event.",
-		}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "errors_total",
-			Help: "Failed reads and writes of the reconciler, in passes and in event-driven work; a failed sandbox is retried and counts again.",
-		}),
-		fenceToSuspend: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "fence_to_suspend_seconds",
-			Help:    "Time from the reconciler observing a fence change to the suspension of a sandbox that ran under the old fence, in seconds.",
-			Buckets: buckets,
-		}),
+		passes: prometheus.NewCounter(prometheus.CounterOpts(opts("passes_total",
+			"Full reconcile passes over every sandbox, the periodic resyncs of Run included."))),
+		passDuration: histogram("pass_duration_seconds",
+			"Duration of a full reconcile pass, in seconds."),
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts(opts("actions_total",
+			"Actions the reconciler carried out on sandboxes, by action: suspend (fence changed or missing), rollback (bootstrap failed past its grace period), clear_bootstrap.")),
+			[]string{"action"}),
+		warnings: prometheus.NewCounter(prometheus.CounterOpts(opts("warnings_total",
+			"Actions that were transitions worth a warning and an Event."))),
+		errors: prometheus.NewCounter(prometheus.CounterOpts(opts("errors_total",
+			"Failed reads and writes of the reconciler, in passes and in event-driven work; a failed sandbox is retried and counts again."))),
+		fenceToSuspend: histogram("fence_to_suspend_seconds",
+			"Time from the reconciler observing a fence change to the suspension of a sandbox that ran under the old fence, in seconds."),
 		byAction: map[driver.ActionType]prometheus.Counter{},
 	}
-	m.queueDepth = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace, Subsystem: subsystem, Name: "queue_depth",
-		Help: "Sandboxes waiting in the event-driven work queue for a worker.",
-	}, m.depth)
+	m.queueDepth = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("queue_depth",
+		"Sandboxes waiting in the event-driven work queue for a worker.")), m.depth)
 	for _, t := range []driver.ActionType{driver.ActionSuspend, driver.ActionRollback, driver.ActionClearBootstrap} {
 		m.byAction[t] = m.actions.WithLabelValues(actionLabel(t))
 	}
 	return m
+}
+
+func opts(name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help}
+}
+
+func histogram(name, help string) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: buckets})
 }
 
 // actionLabel is the action label of t.
