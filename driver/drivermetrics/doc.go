@@ -27,8 +27,9 @@
 // actions_total{action="suspend"}. errors_total counts each error a pass
 // returns (a namespace it could not read, a sandbox it could not write) and
 // each sandbox Run's workers queue again after a failure (its fence
-// unknown, its write failed): a write retried three times before it
-// succeeds counts three errors and one action.
+// unknown, its write failed): a sandbox whose write fails twice and then
+// succeeds counts two errors and one action. Retries inside the HTTP stack
+// (package retry) are not the reconciler's and are not counted here.
 //
 // fence_to_suspend_seconds observes one suspension per sandbox and fence
 // change that Run's informers saw: from the fence's watch event to the
