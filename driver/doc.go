@@ -78,6 +78,19 @@
 // writes, and a leader that loses the lease stops its workers before it
 // releases it.
 //
+// # Observing
+//
+// [WithObserver] reports the counts of each pass; [WithActionObserver]
+// reports each action carried out and each failure, in passes and in Run's
+// workers, with the time from a fence change to the suspension that
+// answered it; [Reconciler.QueueDepth] reads the work queue. Package
+// [github.com/kubewire/kubewire/driver/drivermetrics] turns them into
+// Prometheus collectors; this package imports no metrics library. The work
+// queue is named "kubewire-driver": where client-go's workqueue has a
+// metrics provider (workqueue.SetProvider; controller-runtime installs one
+// that registers in its own registry), client-go's workqueue_* metrics
+// appear for it under that name.
+//
 // Events are events.k8s.io/v1 Events written by client-go's recorder
 // (k8s.io/client-go/tools/events) in the background; repeats of one Event
 // become a series. [Driver.Close] stops it.

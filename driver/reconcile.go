@@ -41,6 +41,31 @@ type PassStats struct {
 	Duration time.Duration
 }
 
+// ActionEvent reports one action the reconciler carried out, or one
+// failure, in a [Reconciler.Pass] or in the event-driven work of
+// [Reconciler.Run]. Actions it decided but did not need to send (the
+// sandbox converged meanwhile) are not reported.
+type ActionEvent struct {
+	// Type is the action. With Err set it is the action that was decided,
+	// or ActionNone when the failure came before a decision: a read of a
+	// namespace's fence or sandboxes in a pass, or a sandbox whose fence is
+	// unknown in Run.
+	Type ActionType
+	// Warn says the action was a transition worth a warning and an Event.
+	Warn bool
+	// Err is nil when the action was carried out. A pass reports every
+	// error it counts in [PassStats.Errors]; Run reports every failure it
+	// queues again with backoff.
+	Err error
+	// SinceFence is the time from the reconciler observing a fence change
+	// (the event of the fence's informer that queued this sandbox) to the
+	// suspension being written. It is zero when the action did not answer
+	// a fence change: not a suspension, a pass outside Run, or no fence
+	// event pending for the sandbox. A failed write keeps the fence change
+	// pending, so the retry that succeeds is measured from it.
+	SinceFence time.Duration
+}
+
 // Reconciler converges the driver's sandboxes with their namespaces'
 // fences. Construct it with [NewReconciler]. [Reconciler.Run] is the
 // event-driven loop; [Reconciler.Pass] is one full sweep. It is safe for
@@ -54,11 +79,14 @@ type Reconciler struct {
 	limiter  *rate.Limiter
 	election *LeaderElection
 	observer func(PassStats)
+	actions  func(ActionEvent)
 	log      logr.Logger
 
 	mu sync.Mutex
 	// running is the synced cache of Run, nil when Run is not running.
 	running *caches
+	// queue is the work queue of Run, set with running.
+	queue *queue
 	// leading is set while Run's workers run.
 	leading bool
 	// written records, per sandbox, the resourceVersion a write was based
@@ -103,9 +131,36 @@ func WithWriteLimit(qps float64, burst int) ReconcilerOption {
 	return func(r *Reconciler) { r.limiter = rate.NewLimiter(rate.Limit(qps), max(burst, 1)) }
 }
 
-// WithObserver calls f with the counts of every pass. Default: none.
+// WithObserver calls f with the counts of every pass, Run's resyncs
+// included, on the goroutine that ran the pass. Observers compose: each
+// WithObserver adds one, called in the order of the options. Default:
+// none.
 func WithObserver(f func(PassStats)) ReconcilerOption {
-	return func(r *Reconciler) { r.observer = f }
+	return func(r *Reconciler) { r.observer = then(r.observer, f) }
+}
+
+// WithActionObserver calls f with every [ActionEvent]: each action carried
+// out and each failure, in passes and in Run's workers. f is called
+// concurrently from the workers, which wait for it: it must be quick and
+// safe for concurrent use. Observers compose: each WithActionObserver adds
+// one, called in the order of the options. Without one, Run keeps no
+// fence-change times. Default: none.
+func WithActionObserver(f func(ActionEvent)) ReconcilerOption {
+	return func(r *Reconciler) { r.actions = then(r.actions, f) }
+}
+
+// then returns a function that calls f, then g; either may be nil.
+func then[T any](f, g func(T)) func(T) {
+	switch {
+	case f == nil:
+		return g
+	case g == nil:
+		return f
+	}
+	return func(v T) {
+		f(v)
+		g(v)
+	}
 }
 
 // WithReconcilerLogger sets the reconciler's logger. Default: the driver's.
@@ -148,7 +203,7 @@ func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 	var errs []error
 	d := r.driver
 	r.mu.Lock()
-	c, follower := r.running, r.election != nil && r.running != nil && !r.leading
+	c, q, follower := r.running, r.queue, r.election != nil && r.running != nil && !r.leading
 	r.mu.Unlock()
 	if follower {
 		return stats, errFollower
@@ -158,15 +213,17 @@ func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 		if err != nil {
 			stats.Errors++
 			errs = append(errs, err)
+			r.failed(ActionNone, err)
 			continue
 		}
 		now := d.opts.now()
 		for i := range sandboxes {
 			stats.Seen++
-			a, err := r.reconcile(ctx, &sandboxes[i], live, now)
+			a, err := r.reconcile(ctx, q, &sandboxes[i], live, now)
 			if err != nil {
 				stats.Errors++
 				errs = append(errs, err)
+				r.failed(a.Type, err)
 				continue
 			}
 			if a.Type != ActionNone {
@@ -210,8 +267,11 @@ func (r *Reconciler) read(ctx context.Context, c *caches, ns string) (LiveFence,
 
 // reconcile decides for s and carries the action out. It returns the
 // action taken: ActionNone when there was nothing to do, or when the
-// sandbox converged meanwhile.
-func (r *Reconciler) reconcile(ctx context.Context, s *Sandbox, live LiveFence, now time.Time) (Action, error) {
+// sandbox converged meanwhile; with an error, the action decided. It
+// reports the action carried out; the caller reports the error. q, when
+// not nil, holds the sandbox's pending fence change, which a decision
+// settles and a failure leaves pending.
+func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *Sandbox, live LiveFence, now time.Time) (Action, error) {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	r.mu.Lock()
 	rv, wrote := r.written[key]
@@ -227,19 +287,38 @@ func (r *Reconciler) reconcile(ctx context.Context, s *Sandbox, live LiveFence, 
 	}
 	a := Decide(*s, live, now, r.grace)
 	if a.Type == ActionNone {
+		q.settle(key)
 		return a, nil
 	}
 	if err := r.limiter.Wait(ctx); err != nil {
-		return Action{}, wrap("reconcile", s.Namespace, s.Name, err)
+		return a, wrap("reconcile", s.Namespace, s.Name, err)
 	}
 	done, err := r.act(ctx, s, live, now, a)
-	if err != nil || !done {
-		return Action{}, err
+	if err != nil {
+		return a, err
+	}
+	fenced := q.settle(key)
+	if !done {
+		return Action{}, nil
 	}
 	r.mu.Lock()
 	r.written[key] = s.ResourceVersion
 	r.mu.Unlock()
+	if r.actions != nil {
+		ev := ActionEvent{Type: a.Type, Warn: a.Warn}
+		if a.Type == ActionSuspend && !fenced.IsZero() {
+			ev.SinceFence = time.Since(fenced)
+		}
+		r.actions(ev)
+	}
 	return a, nil
+}
+
+// failed reports a failure to the action observer.
+func (r *Reconciler) failed(t ActionType, err error) {
+	if r.actions != nil {
+		r.actions(ActionEvent{Type: t, Err: err})
+	}
 }
 
 // act carries out a on s. It patches from the state it was given; on

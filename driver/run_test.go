@@ -53,6 +53,14 @@ func admitted(t *testing.T, r *rig, d *driver.Driver, prefix string, n int) []st
 	return names
 }
 
+// counted creates n running sandboxes like admitted and returns them with
+// a driver whose writes counter counts.
+func counted(t *testing.T, r *rig, n int) ([]string, *writes, *driver.Driver) {
+	names := admitted(t, r, r.driver(t, nil), "sb", n)
+	counter := newWrites()
+	return names, counter, r.driver(t, counter)
+}
+
 // waitFor waits until every named sandbox satisfies ok.
 func waitFor(t *testing.T, d *driver.Driver, ns string, names []string, what string, ok func(driver.Sandbox) bool) {
 	t.Helper()
@@ -99,9 +107,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func TestRunFenceChange(t *testing.T) {
 	r := currentRig(t)
 	const n = 20
-	names := admitted(t, r, r.driver(t, nil), "sb", n)
-	counter := newWrites()
-	d := r.driver(t, counter)
+	names, counter, d := counted(t, r, n)
 	rec := driver.NewReconciler(d, driver.WithPeriod(time.Hour))
 	runReconciler(t, rec)
 	waitFor(t, d, r.ns, names, "admitted", bootstrapDone)
