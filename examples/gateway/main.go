@@ -18,7 +18,7 @@
 //	POST   /v1/namespaces/{ns}/sandboxes/{name}/stop   stop
 //	POST   /v1/namespaces/{ns}/sandboxes/{name}/start  start
 //	DELETE /v1/namespaces/{ns}/sandboxes/{name}        delete
-//	GET    /metrics                                    Prometheus metrics: kubewire's stack, Go runtime, process
+//	GET    /metrics                                    Prometheus metrics: kubewire's stack, the reconciler, Go runtime, process
 //
 // An error answers with the HTTP status of the driver error's kind and a
 // body {"kind": "...", "error": "..."} whose error is the whole chain.
@@ -47,6 +47,7 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/drivermetrics"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/metrics"
 )
@@ -81,7 +82,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway: loading kubeconfig: %v\n", err)
 		return 1
 	}
-	reg, m := newRegistry()
+	reg, m, rm := newRegistry()
 	d, err := driver.New(cfg, *gateway, strings.Split(*namespaces, ","), driver.WithLogger(log),
 		driver.WithAdapterOptions(kubeadapter.WithObserver(m)))
 	if err != nil {
@@ -89,7 +90,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	defer d.Close()
-	opts := []driver.ReconcilerOption{driver.WithPeriod(*period)}
+	opts := []driver.ReconcilerOption{driver.WithPeriod(*period), rm.Option()}
 	if *replicas > 1 {
 		le := driver.LeaderElection{Namespace: *leaseNS, Name: *leaseName}
 		if le.Namespace == "" {
@@ -167,13 +168,13 @@ func view(s driver.Sandbox) sandbox {
 	}
 }
 
-// newRegistry returns the registry /metrics serves and the stack's
-// metrics registered on it.
-func newRegistry() (*prometheus.Registry, *metrics.Metrics) {
+// newRegistry returns the registry /metrics serves, with the stack's and
+// the reconciler's metrics registered on it.
+func newRegistry() (*prometheus.Registry, *metrics.Metrics, *drivermetrics.Metrics) {
 	reg := prometheus.NewRegistry()
-	m := metrics.New()
-	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return reg, m
+	m, rm := metrics.New(), drivermetrics.New()
+	reg.MustRegister(m, rm, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg, m, rm
 }
 
 func newHandler(d *driver.Driver, reg prometheus.Gatherer) http.Handler {

@@ -168,7 +168,7 @@ func TestGatewayMetrics(t *testing.T) {
 	cfg.Host = "https://" + proxy.Addr()
 	cfg.Dial = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 
-	reg, m := newRegistry()
+	reg, m, _ := newRegistry()
 	d, err := driver.New(cfg, "gw-metrics", []string{"default"}, driver.WithAdapterOptions(kubeadapter.WithObserver(m)))
 	require.NoError(t, err)
 	defer d.Close()
@@ -201,6 +201,7 @@ func TestGatewayMetrics(t *testing.T) {
 	assert.Regexp(t, `(?m)^kubewire_retry_retries_total\{class="maybe_sent",method="GET"\} [12]$`, scrape)
 	assert.Regexp(t, `(?m)^kubewire_http_attempts_total\{method="GET",outcome="error",protocol="[^"]+",reused="(true|false)"\} 1$`, scrape)
 	assert.Contains(t, scrape, "go_goroutines ")
+	assert.Contains(t, scrape, "kubewire_reconciler_passes_total 0")
 }
 
 func TestRunBadFlags(t *testing.T) {
