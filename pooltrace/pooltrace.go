@@ -46,9 +46,18 @@ func WithVerbosity(v int) Option {
 
 // WithObserver calls f once for every attempt, when RoundTrip returns, for
 // example to feed metrics. f runs on the caller's goroutine and must not
-// block; it must not keep the Attempt's Earlier slice. Default: none.
+// block; it must not keep the Attempt's Earlier slice. Observers add up:
+// each one given is called, in order; a nil f adds nothing. Default: none.
 func WithObserver(f func(Attempt)) Option {
-	return optionFunc(func(c *config) { c.observer = f })
+	return optionFunc(func(c *config) {
+		switch prev := c.observer; {
+		case f == nil:
+		case prev != nil:
+			c.observer = func(a Attempt) { prev(a); f(a) }
+		default:
+			c.observer = f
+		}
+	})
 }
 
 // New returns a middleware that traces every attempt (see the package

@@ -64,14 +64,15 @@ func TestObserver(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got decisions
-			f := newFixture(t, retry.New(append(tt.opts, retry.WithBackoff(noWait), retry.WithObserver(got.observe))...))
+			var got, also decisions
+			f := newFixture(t, retry.New(append(tt.opts, retry.WithBackoff(noWait), retry.WithObserver(got.observe), retry.WithObserver(also.observe))...))
 			_, err := f.do(context.Background(), http.MethodGet, "warm")
 			require.NoError(t, err)
 			assert.Empty(t, got.all, "a request that succeeds at once decides nothing")
 			f.proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
 			_, _ = f.do(context.Background(), tt.method, "x")
 			assert.Equal(t, tt.want, got.all)
+			assert.Equal(t, tt.want, also.all, "observers add up")
 		})
 	}
 }

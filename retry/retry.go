@@ -169,9 +169,20 @@ func WithVerbosity(v int) Option {
 // WithObserver calls f for every decision the middleware makes after a
 // failed attempt: each retry, and the end of retrying with its [Reason].
 // A request that succeeds on its first attempt calls nothing. f runs on the
-// request's goroutine and must not block. Default: none.
+// request's goroutine and must not block. Observers add up: each one given
+// is called, in order. Must not be nil. Default: none.
 func WithObserver(f func(Decision)) Option {
-	return optionFunc(func(c *config) { c.observer = f })
+	return optionFunc(func(c *config) {
+		if f == nil {
+			c.fail("WithObserver must not be nil")
+			return
+		}
+		if prev := c.observer; prev != nil {
+			c.observer = func(d Decision) { prev(d); f(d) }
+			return
+		}
+		c.observer = f
+	})
 }
 
 func newConfig(opts []Option) config {

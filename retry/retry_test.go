@@ -610,6 +610,7 @@ func TestInvalidOptions(t *testing.T) {
 	}{
 		{retry.WithMaxAttempts(0), "retry: WithMaxAttempts must be at least 1, got 0"},
 		{retry.WithBackoff(nil), "retry: WithBackoff must not be nil"},
+		{retry.WithObserver(nil), "retry: WithObserver must not be nil"},
 		{retry.WithClassifier(nil), "retry: WithClassifier must not be nil"},
 		{retry.WithBudget(1.5, 1), "retry: WithBudget ratio must be between 0 and 1, got 1.5"},
 		{retry.WithBudget(0.2, -1), "retry: WithBudget floorPerSecond must not be negative, got -1"},

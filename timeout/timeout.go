@@ -65,9 +65,21 @@ type Exceeded struct {
 
 // WithObserver calls f when a request's budget or stall timeout runs out,
 // from the timer's goroutine, before the request is cancelled. f must not
-// block. Default: none.
+// block. Observers add up: each one given is called, in order. Must not be
+// nil. Default: none.
 func WithObserver(f func(Exceeded)) Option {
-	return optionFunc(func(c *config) { c.observer = f })
+	return optionFunc(func(c *config) {
+		switch prev := c.observer; {
+		case f == nil:
+			if c.err == nil {
+				c.err = errors.New("timeout: WithObserver must not be nil")
+			}
+		case prev != nil:
+			c.observer = func(e Exceeded) { prev(e); f(e) }
+		default:
+			c.observer = f
+		}
+	})
 }
 
 func newConfig(budget time.Duration, opts []Option) config {

@@ -301,6 +301,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"zero budget", timeout.New(0), context.Background(), "budget of timeout.New must be positive, got 0s"},
 		{"negative budget", timeout.New(-time.Second), context.Background(), "budget of timeout.New must be positive, got -1s"},
 		{"zero stall", timeout.New(time.Second, timeout.WithStallTimeout(0)), context.Background(), "WithStallTimeout must be positive, got 0s"},
+		{"nil observer", timeout.New(time.Second, timeout.WithObserver(nil)), context.Background(), "timeout: WithObserver must not be nil"},
 		{"zero per-call budget", timeout.New(time.Second), timeout.WithBudget(context.Background(), 0), "budget of timeout.WithBudget must be positive, got 0s"},
 	}
 	for _, tt := range tests {
