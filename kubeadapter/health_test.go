@@ -27,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 )
@@ -47,7 +48,7 @@ func TestHTTP2Health(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, p := proxied(t, env.Config(t))
+			cfg, p := kubetest.Proxied(t, env.Config(t))
 			var conns testserver.Conns
 			cfg.Dial = conns.Dial(cfg.Dial)
 			var seen attempts
@@ -226,7 +227,7 @@ func TestIdleConnTimeout(t *testing.T) {
 		{"default", nil, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, _ := proxied(t, env.Config(t))
+			cfg, _ := kubetest.Proxied(t, env.Config(t))
 			var seen attempts
 			require.NoError(t, kubeadapter.Apply(cfg, append(tt.opts, kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: seen.observe}))...))
 			cs, err := kubernetes.NewForConfig(cfg)

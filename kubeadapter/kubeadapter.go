@@ -241,14 +241,14 @@ func (c *config) stack() k8stransport.WrapperFunc {
 	ropts := append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning)}, c.retryOptions...)
 	ropts = append(ropts, retry.WithObserver(observeDecision(c.observers)))
 	popts := []pooltrace.Option{pooltrace.WithLogger(c.logger)}
-	if f := observeAttempt(c.observers); f != nil {
+	if f := each(c.observers, func(o Observer) func(pooltrace.Attempt) { return o.ObserveAttempt }); f != nil {
 		popts = append(popts, pooltrace.WithObserver(f))
 	}
 	var topts []timeout.Option
 	if c.stall > 0 {
 		topts = append(topts, timeout.WithStallTimeout(c.stall))
 	}
-	if f := observeExceeded(c.observers); f != nil {
+	if f := each(c.observers, func(o Observer) func(timeout.Exceeded) { return o.ObserveExceeded }); f != nil {
 		topts = append(topts, timeout.WithObserver(f))
 	}
 	chain := transport.Chain(retry.New(ropts...), pooltrace.New(popts...), timeout.New(c.budget, topts...))

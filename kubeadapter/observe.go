@@ -59,32 +59,22 @@ func WithObserver(o Observer) Option {
 	})
 }
 
-// observeAttempt returns the pooltrace observer for os, or nil.
-func observeAttempt(os []Observer) func(pooltrace.Attempt) {
+// each returns a function that calls method of every observer in os, in
+// order, or nil when there is none.
+func each[T any](os []Observer, method func(Observer) func(T)) func(T) {
 	switch len(os) {
 	case 0:
 		return nil
 	case 1:
-		return os[0].ObserveAttempt
+		return method(os[0])
 	}
-	return func(a pooltrace.Attempt) {
-		for _, o := range os {
-			o.ObserveAttempt(a)
-		}
+	fs := make([]func(T), len(os))
+	for i, o := range os {
+		fs[i] = method(o)
 	}
-}
-
-// observeExceeded returns the timeout observer for os, or nil.
-func observeExceeded(os []Observer) func(timeout.Exceeded) {
-	switch len(os) {
-	case 0:
-		return nil
-	case 1:
-		return os[0].ObserveExceeded
-	}
-	return func(e timeout.Exceeded) {
-		for _, o := range os {
-			o.ObserveExceeded(e)
+	return func(x T) {
+		for _, f := range fs {
+			f(x)
 		}
 	}
 }
@@ -92,12 +82,13 @@ func observeExceeded(os []Observer) func(timeout.Exceeded) {
 // observeDecision returns the retry observer: client-go's retry metric,
 // then os.
 func observeDecision(os []Observer) func(retry.Decision) {
+	f := each(os, func(o Observer) func(retry.Decision) { return o.ObserveDecision })
 	return func(d retry.Decision) {
 		if d.Retry {
 			countRetry(d)
 		}
-		for _, o := range os {
-			o.ObserveDecision(d)
+		if f != nil {
+			f(d)
 		}
 	}
 }

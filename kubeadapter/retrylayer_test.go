@@ -21,6 +21,7 @@ import (
 	clientgometrics "k8s.io/client-go/tools/metrics"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
@@ -63,7 +64,7 @@ func registerRetryMetric(t *testing.T) *retryMetric {
 // client-go's retry metric counts kubewire's retries.
 func TestOneRetryLayer(t *testing.T) {
 	retries := registerRetryMetric(t)
-	cfg, proxy := proxied(t, env.Config(t))
+	cfg, proxy := kubetest.Proxied(t, env.Config(t))
 	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 }))))
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)

@@ -133,19 +133,19 @@ func (m *Metrics) ObserveAttempt(a pooltrace.Attempt) {
 func (m *Metrics) ObserveDecision(d retry.Decision) {
 	method := methodLabel(d.Request.Method)
 	if !d.Retry {
-		m.gaveUp.get(retryKey{method, reasonLabel(d.Reason)}).Inc()
+		m.gaveUp.get(retryKey{method, label(reasonLabels, d.Reason)}).Inc()
 		return
 	}
 	class := "status"
 	if d.Err != nil {
-		class = classLabel(d.Class)
+		class = label(classLabels, d.Class)
 	}
 	m.retries.get(retryKey{method, class}).Inc()
 }
 
 // ObserveExceeded counts a budget that ran out; it is timeout's observer.
 func (m *Metrics) ObserveExceeded(e timeout.Exceeded) {
-	m.exceeded.get(exceededKey{methodLabel(e.Request.Method), phaseLabel(e.Phase)}).Inc()
+	m.exceeded.get(exceededKey{methodLabel(e.Request.Method), label(phaseLabels, e.Phase)}).Inc()
 }
 
 // vec caches the children of a metric vector by a comparable key, so that
@@ -214,44 +214,23 @@ func outcomeLabel(status int, err error) string {
 	return statusClasses[status/100-1]
 }
 
-func classLabel(c retry.Class) string {
-	switch c {
-	case retry.NotSent:
-		return "not_sent"
-	case retry.MaybeSent:
-		return "maybe_sent"
+// The label values of the retry classes, the reasons retrying stops and
+// the deadline phases, indexed by their values.
+var (
+	classLabels  = []string{retry.NotRetryable: "not_retryable", retry.NotSent: "not_sent", retry.MaybeSent: "maybe_sent"}
+	reasonLabels = []string{
+		retry.ReasonNotRetryable: "not_retryable", retry.ReasonNotIdempotent: "not_idempotent",
+		retry.ReasonBodyNotRewindable: "body_not_rewindable", retry.ReasonAttempts: "attempts",
+		retry.ReasonDeadline: "deadline", retry.ReasonCanceled: "canceled", retry.ReasonBudget: "budget",
 	}
-	return "not_retryable"
-}
+	phaseLabels = []string{timeout.PhaseHeaders: "headers", timeout.PhaseBody: "body", timeout.PhaseStalled: "stalled"}
+)
 
-func reasonLabel(r retry.Reason) string {
-	switch r {
-	case retry.ReasonNotRetryable:
-		return "not_retryable"
-	case retry.ReasonNotIdempotent:
-		return "not_idempotent"
-	case retry.ReasonBodyNotRewindable:
-		return "body_not_rewindable"
-	case retry.ReasonAttempts:
-		return "attempts"
-	case retry.ReasonDeadline:
-		return "deadline"
-	case retry.ReasonCanceled:
-		return "canceled"
-	case retry.ReasonBudget:
-		return "budget"
-	}
-	return "other"
-}
-
-func phaseLabel(p timeout.Phase) string {
-	switch p {
-	case timeout.PhaseHeaders:
-		return "headers"
-	case timeout.PhaseBody:
-		return "body"
-	case timeout.PhaseStalled:
-		return "stalled"
+// label returns the label value of v in values, or "other" for a value a
+// newer release added.
+func label[V ~int](values []string, v V) string {
+	if v >= 0 && int(v) < len(values) && values[v] != "" {
+		return values[v]
 	}
 	return "other"
 }

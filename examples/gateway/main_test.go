@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -158,16 +156,7 @@ func TestGatewayUnavailable(t *testing.T) {
 // TestGatewayMetrics: /metrics shows the retry kubewire made when the
 // connection to the API server was reset.
 func TestGatewayMetrics(t *testing.T) {
-	cfg := env.Config(t)
-	u, err := url.Parse(cfg.Host)
-	require.NoError(t, err)
-	proxy, err := faultproxy.New(u.Host)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	cfg = rest.CopyConfig(cfg)
-	cfg.Host = "https://" + proxy.Addr()
-	cfg.Dial = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
-
+	cfg, proxy := kubetest.Proxied(t, env.Config(t))
 	reg, m, _ := newRegistry()
 	d, err := driver.New(cfg, "gw-metrics", []string{"default"}, driver.WithAdapterOptions(kubeadapter.WithObserver(m)))
 	require.NoError(t, err)
