@@ -162,11 +162,16 @@ func (cl *cloner) wrap(rt http.RoundTripper) http.RoundTripper {
 			c.Protocols.SetHTTP1(true)
 		}
 		c.Protocols.SetHTTP2(true)
-		if c.HTTP2 == nil {
+		switch {
+		case cl.http2:
+			if c.HTTP2 == nil {
+				c.HTTP2 = &http.HTTP2Config{}
+			}
+			c.HTTP2.SendPingTimeout, c.HTTP2.PingTimeout = cl.readIdle, cl.ping
+		case c.HTTP2 == nil:
+			// The base's health check lives in the x/net/http2 transport
+			// client-go configured; its timings are client-go's.
 			c.HTTP2 = &http.HTTP2Config{}
-		}
-		c.HTTP2.SendPingTimeout, c.HTTP2.PingTimeout = cl.readIdle, cl.ping
-		if !cl.http2 {
 			c.HTTP2.SendPingTimeout, c.HTTP2.PingTimeout = clientGoHealth()
 		}
 	}

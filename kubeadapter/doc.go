@@ -29,27 +29,30 @@
 // (apimachinery's IsConnectionReset, IsProbableEOF, IsHTTP2ConnectionLost)
 // up to ten times, a second apart. Under the stack that would multiply:
 // against a server that resets every connection, a clientset GET was
-// executed 33 times in 12.0s, client-go's 11 rounds of kubewire's 3
+// attempted 33 times in 12.0s, client-go's 11 rounds of kubewire's 3
 // attempts. The stack therefore hands client-go the error of a request it
-// retried and gave up on as an [*Error], which client-go's checks do not
-// take for a lost connection, so it does not start another round: the same
-// GET is executed 3 times in 0.2s, where stock client-go executes it 11
-// times in 10.0s (TestOneRetryLayer counts them at a proxy; kubewire
-// retries at once when the connection was never used, and after a
-// full-jitter backoff of up to 100ms and then 200ms otherwise). errors.As
-// still finds the *retry.Error and every cause's type but syscall.Errno,
-// and errors.Is sees every cause (see [Error]). Responses are client-go's
-// business as before: it honours 429 and Retry-After itself.
+// retried and gave up on (or did not retry because its budget refused) as
+// an [*Error], which client-go's checks do not take for a lost connection,
+// so client-go does not start another round. With the defaults the same GET
+// is attempted 3 times in about 0.2s (measured once; TestOneRetryLayer
+// counts the attempts at a proxy), where stock client-go attempts it 11
+// times in 10.0s. errors.As still finds the *retry.Error and the type of
+// every cause but syscall.Errno, and errors.Is sees every cause (see
+// [Error]). Responses are client-go's business as before: it honours 429
+// and Retry-After itself. With retries off
+// (WithRetryOptions(retry.WithMaxAttempts(1))), client-go retries as it
+// does without kubewire.
 //
 // What this means for an API server restart: with the defaults, a GET
-// rides out about 0.3s of refused or reset connections, then fails. Stock
-// client-go rides out 10s of resets, but no refused connection: it does not
-// retry a connection refused at all. To ride out a restart of a few
-// seconds, raise the attempts, for example
-// WithRetryOptions(retry.WithMaxAttempts(6)) (waits of up to 0.1, 0.2, 0.4,
-// 0.8 and 1.6s: up to 3.1s in all), within the caller's deadline; the retry
-// budget keeps a failing server from seeing more than about 1.2 times the
-// requests plus 10 per second.
+// rides out at most 0.3s of refused or reset connections (full-jitter
+// waits of up to 100ms and then 200ms; about 0.15s on average), then fails.
+// Stock client-go rides out 10s of resets, but no refused connection: it
+// does not retry a refused connection at all. To ride out a longer restart,
+// raise the attempts, for example WithRetryOptions(retry.WithMaxAttempts(6)):
+// waits of up to 0.1, 0.2, 0.4, 0.8 and 1.6s, at most 3.1s in all and about
+// 1.5s on average, within the caller's deadline; the retry budget keeps a
+// failing server from seeing more than about 1.2 times the requests plus 10
+// per second.
 //
 // Each retry is also reported to client-go's rest_client_request_retries_total
 // (k8s.io/client-go/tools/metrics.RequestRetry), with the labels client-go

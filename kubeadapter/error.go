@@ -9,8 +9,8 @@ import (
 )
 
 // Error is the error client-go receives for a request the stack retried
-// and gave up on. It exists so that a failure is retried by one layer, not
-// two: client-go re-sends a GET up to ten times, a second apart, when its
+// and gave up on, or did not retry because the retry budget refused. It
+// exists so that a failure is retried by one layer, not two: client-go re-sends a GET up to ten times, a second apart, when its
 // error looks like a lost connection to apimachinery's IsConnectionReset,
 // IsProbableEOF or IsHTTP2ConnectionLost (rest/request.go), and it would
 // do so on top of every retry kubewire already made. Error says what the
@@ -29,8 +29,17 @@ import (
 //     as they do for the retry error.
 //
 // Requests the stack does not retry (long-running ones and upgrades) fail
-// with their own error, and client-go retries them as before.
+// with their own error, and client-go retries them as before; so do
+// requests that failed on their only attempt for another reason, for
+// example under WithRetryOptions(retry.WithMaxAttempts(1)), which hands
+// retries back to client-go.
+//
+// The text differs from the retry error's only in those words: "connection
+// reset by peer" reads "connection reset by the peer", "use of closed
+// network connection" reads "closed network connection used", and so on.
 type Error struct {
+	// Retry is the error of the retry middleware; never nil in an Error the
+	// stack returns.
 	Retry *retry.Error
 }
 

@@ -128,9 +128,11 @@ func WithLogger(l logr.Logger) Option {
 // client-go's base transport, and Apply refuses with an error when it
 // cannot: when rest.Config.Transport is not an *http.Transport, or when
 // client-go will reload the CA file. A clone of a transport with HTTP/2 on
-// keeps client-go's HTTP/2 health check (HTTP2_READ_IDLE_TIMEOUT_SECONDS
-// and HTTP2_PING_TIMEOUT_SECONDS, 30s and 15s by default) unless
-// WithHTTP2Health sets it.
+// keeps its HTTP/2 health check unless WithHTTP2Health sets it: the
+// timings in http.Transport.HTTP2 if it has them, else client-go's
+// (HTTP2_READ_IDLE_TIMEOUT_SECONDS and HTTP2_PING_TIMEOUT_SECONDS, 30s and
+// 15s by default), which are also what a rest.Config.Transport configured
+// through x/net/http2 gets, since its own are out of reach.
 func WithIdleConnTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		c.idle = d
@@ -259,14 +261,14 @@ func (c *config) stack() k8stransport.WrapperFunc {
 
 // stack marks the kubewire stack in a chain of wrappers, so that Apply can
 // tell it is already there, and hands client-go the errors of requests the
-// stack gave up on as an [*Error].
+// stack retried, or refused to retry for its budget, as an [*Error].
 type stack struct {
 	transport.Wrapped
 }
 
 func (s *stack) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := s.Next.RoundTrip(req)
-	if re, ok := err.(*retry.Error); ok {
+	if re, ok := err.(*retry.Error); ok && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
 		return nil, &Error{Retry: re}
 	}
 	return resp, err

@@ -29,18 +29,21 @@ type ObserverFuncs struct {
 	Exceeded func(timeout.Exceeded)
 }
 
+// ObserveAttempt calls f.Attempt.
 func (f ObserverFuncs) ObserveAttempt(a pooltrace.Attempt) {
 	if f.Attempt != nil {
 		f.Attempt(a)
 	}
 }
 
+// ObserveDecision calls f.Decision.
 func (f ObserverFuncs) ObserveDecision(d retry.Decision) {
 	if f.Decision != nil {
 		f.Decision(d)
 	}
 }
 
+// ObserveExceeded calls f.Exceeded.
 func (f ObserverFuncs) ObserveExceeded(e timeout.Exceeded) {
 	if f.Exceeded != nil {
 		f.Exceeded(e)

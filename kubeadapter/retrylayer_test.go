@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
-	clientgometrics "k8s.io/client-go/tools/metrics"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/kubetest"
@@ -46,42 +46,67 @@ func (m *retryMetric) get(key string) int {
 	return m.counts[key]
 }
 
-// registerRetryMetric installs m as client-go's retry metric for the
-// test. It sets the variable: client-go's Register takes effect once per
-// process, and controller-runtime, which envtest brings in, has used it.
+// retryMetrics is client-go's retry metric for the tests, installed by
+// TestMain (client-go's Register takes effect once per process, and
+// controller-runtime, which envtest brings in, has used it). A test points
+// it at a retryMetric of its own.
+type retryMetrics struct{ current atomic.Pointer[retryMetric] }
+
+func (r *retryMetrics) IncrementRetry(ctx context.Context, code, method, host string) {
+	if m := r.current.Load(); m != nil {
+		m.IncrementRetry(ctx, code, method, host)
+	}
+}
+
+var clientGoRetries = &retryMetrics{}
+
+// registerRetryMetric counts client-go's retry metric for the test.
 func registerRetryMetric(t *testing.T) *retryMetric {
 	m := &retryMetric{counts: map[string]int{}}
-	old := clientgometrics.RequestRetry
-	clientgometrics.RequestRetry = m
-	t.Cleanup(func() { clientgometrics.RequestRetry = old })
+	clientGoRetries.current.Store(m)
+	t.Cleanup(func() { clientGoRetries.current.CompareAndSwap(m, nil) })
 	return m
 }
 
 // TestOneRetryLayer: against the real API server behind a proxy that
-// resets every connection, a clientset GET after Apply is executed
-// retry.DefaultMaxAttempts times in all, where stock client-go would start
-// a new round of kubewire's attempts on each of its own ten retries; and
-// client-go's retry metric counts kubewire's retries.
+// resets every connection, a clientset GET after Apply is attempted
+// retry.DefaultMaxAttempts times in all (one connection each, counted at the
+// proxy), fewer than stock client-go, which retries a GET ten times a
+// second apart; before kubeadapter.Error, client-go started a new round of
+// kubewire's attempts on each of its own retries. client-go's retry metric
+// counts kubewire's retries. The proxy resets each connection as the API
+// server answers its first bytes, so no attempt reaches the handler: the
+// counts are attempts, the load a failing server sees.
 func TestOneRetryLayer(t *testing.T) {
+	type result struct {
+		attempts int
+		host     string
+		err      error
+	}
+	get := func(t *testing.T, apply bool) result {
+		cfg, proxy := kubetest.Proxied(t, env.Config(t))
+		if apply {
+			require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 }))))
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		proxy.SetFault(faultproxy.ResetAfterResponse)
+		before := proxy.Accepted()
+		_, err = cs.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{})
+		require.Error(t, err)
+		return result{proxy.Accepted() - before, proxy.Addr(), err}
+	}
 	retries := registerRetryMetric(t)
-	cfg, proxy := kubetest.Proxied(t, env.Config(t))
-	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 }))))
-	cs, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	ctx := context.Background()
-	proxy.SetFault(faultproxy.ResetAfterResponse)
-	before := proxy.Accepted()
-	start := time.Now()
-	_, err = cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
-	took := time.Since(start)
-	require.Error(t, err)
-	t.Logf("error after %v: %v", took, err)
-
-	assert.Equal(t, retry.DefaultMaxAttempts, proxy.Accepted()-before, "connections, one per attempt")
-	assert.Less(t, took, time.Second, "client-go waits a second before each retry of its own; it made none")
-	assert.Equal(t, retry.DefaultMaxAttempts-1, retries.get("<error> GET "+proxy.Addr()), "rest_client_request_retries_total")
+	applied := get(t, true)
+	t.Logf("after Apply: %d attempts: %v", applied.attempts, applied.err)
+	assert.Equal(t, retry.DefaultMaxAttempts, applied.attempts, "attempts after Apply")
+	assert.Equal(t, retry.DefaultMaxAttempts-1, retries.get("<error> GET "+applied.host), "rest_client_request_retries_total")
+	stock := get(t, false)
+	t.Logf("stock client-go: %d attempts", stock.attempts)
+	assert.Less(t, applied.attempts, stock.attempts, "fewer attempts than stock client-go")
 
 	// What client-go decides on, and what users still see.
+	err := applied.err
 	assert.False(t, utilnet.IsConnectionReset(err), "IsConnectionReset")
 	assert.False(t, utilnet.IsProbableEOF(err), "IsProbableEOF")
 	assert.False(t, utilnet.IsHTTP2ConnectionLost(err), "IsHTTP2ConnectionLost")
@@ -95,6 +120,25 @@ func TestOneRetryLayer(t *testing.T) {
 	assert.ErrorAs(t, err, &pe, "the causes' types stay reachable")
 	assert.True(t, errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF),
 		"errors.Is sees the causes: %v", re.Causes)
+}
+
+// TestRetriesOffLeavesClientGo: with kubewire's retries off
+// (retry.WithMaxAttempts(1)), client-go retries the GET as it would
+// without kubewire; the error is the retry error itself.
+func TestRetriesOffLeavesClientGo(t *testing.T) {
+	cfg, proxy := kubetest.Proxied(t, env.Config(t))
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithRetryOptions(retry.WithMaxAttempts(1))))
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	proxy.SetFault(faultproxy.ResetAfterResponse)
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	before := proxy.Accepted()
+	_, err = cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+	require.Error(t, err)
+	assert.GreaterOrEqual(t, proxy.Accepted()-before, 2, "client-go retried after its one-second wait")
+	var ke *kubeadapter.Error
+	assert.False(t, errors.As(err, &ke), "%v", err)
 }
 
 // TestErrorHidesLostConnection: for each error net/http and the HTTP/2

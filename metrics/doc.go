@@ -13,12 +13,13 @@
 // # Metrics
 //
 // Every label has a bounded set of values; no metric carries a URL, path,
-// host or error text. Methods other than the nine of RFC 9110 and PATCH are
-// counted as "other".
+// host or error text. Methods other than the eight of RFC 9110 and PATCH
+// are counted as "other".
 //
 //	kubewire_http_attempts_total{method, protocol, reused, outcome}
 //	    Request attempts, one per call of the transport: protocol is
-//	    "HTTP/1.1", "HTTP/2.0" or "none" (no connection was obtained),
+//	    "HTTP/1.1" (HTTP/1.0 included), "HTTP/2.0", "other" or "none" (no
+//	    connection was obtained),
 //	    reused is "true" or "false", outcome the status class ("2xx" to
 //	    "5xx", "1xx" for upgrades) or "error".
 //	kubewire_http_attempt_duration_seconds{method, outcome}
@@ -31,13 +32,15 @@
 //	    may have executed the request twice.
 //	kubewire_retry_retries_total{method, class}
 //	    Retries the retry middleware made, by the class of the failure:
-//	    "not_sent", "maybe_sent" or "status" (WithStatusRetry).
+//	    "not_sent", "maybe_sent" or "status" (WithStatusRetry). A retry has
+//	    no reason beyond its class; reasons are why retrying stops.
 //	kubewire_retry_gave_up_total{method, reason}
 //	    Requests the retry middleware stopped retrying, by reason:
 //	    "not_retryable", "not_idempotent" (a write that may have reached the
 //	    server was not re-sent), "body_not_rewindable", "attempts",
 //	    "deadline", "canceled" and "budget" (the retry budget refused a
-//	    retry: the server is failing many requests).
+//	    retry: the server is failing many requests). Budget refusals are
+//	    the series with reason="budget".
 //	kubewire_timeout_exceeded_total{method, phase}
 //	    Budgets that ran out, by where the request was: "headers", "body" or
 //	    "stalled" (a long-running response made no progress).

@@ -14,8 +14,9 @@ import (
 )
 
 // Metrics collects the stack's metrics (see the package documentation). It
-// is a prometheus.Collector; register it on one registry. Its methods are
-// safe for concurrent use.
+// is a prometheus.Collector; register it on one registry. Make it with
+// [New]; the zero value is not usable. Its methods are safe for concurrent
+// use.
 type Metrics struct {
 	attempts *vec[attemptKey, prometheus.Counter]
 	duration *vec[durationKey, prometheus.Observer]

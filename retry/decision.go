@@ -10,8 +10,8 @@ import (
 // error (Err) or, under [WithStatusRetry], with a status to retry
 // (StatusCode).
 type Decision struct {
-	// Request is the request as the caller made it. Observers must not
-	// modify it or read its body.
+	// Request is the request the middleware sends: the caller's, with a
+	// context of its own. Observers must not modify it or read its body.
 	Request *http.Request
 	// Attempt is the attempt that just failed, 1 for the first.
 	Attempt int
@@ -24,7 +24,8 @@ type Decision struct {
 	StatusCode int
 	// Retry reports whether another attempt follows, after Wait.
 	Retry bool
-	Wait  time.Duration
+	// Wait is the wait before the next attempt; zero when Retry is false.
+	Wait time.Duration
 	// Reason says why retrying stopped, when Retry is false. A status
 	// response given back because no attempt is left is ReasonAttempts; one
 	// given back because the wait would pass the deadline, ReasonDeadline;

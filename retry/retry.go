@@ -422,7 +422,7 @@ func ctxReason(ctx context.Context) Reason {
 func (rt *roundTripper) stop(e *Error, d Decision, reason Reason) *Error {
 	e.Reason = reason
 	if rt.cfg.observer != nil {
-		d.Reason = reason
+		d.Reason, d.Wait = reason, 0
 		rt.cfg.observer(d)
 	}
 	return e
@@ -431,7 +431,7 @@ func (rt *roundTripper) stop(e *Error, d Decision, reason Reason) *Error {
 // giveBack ends retrying a status for reason: the caller gets the response.
 func (rt *roundTripper) giveBack(resp *http.Response, d Decision, reason Reason) (*http.Response, error) {
 	if rt.cfg.observer != nil {
-		d.Reason = reason
+		d.Reason, d.Wait = reason, 0
 		rt.cfg.observer(d)
 	}
 	return resp, nil

@@ -57,9 +57,11 @@ type Exceeded struct {
 	// Request is the request as the middleware received it. Observers must
 	// not modify it or read its body.
 	Request *http.Request
-	Phase   Phase
+	// Phase says where the request was.
+	Phase Phase
 	// Limit is the budget, or the stall timeout for PhaseStalled.
-	Limit   time.Duration
+	Limit time.Duration
+	// Elapsed is the time since RoundTrip was called.
 	Elapsed time.Duration
 }
 
