@@ -267,10 +267,10 @@ func TestWithBudget(t *testing.T) {
 			t.Parallel()
 			// A shorter budget for one call.
 			rt := timeout.New(10 * time.Second)(s.Base)
-			start := time.Now()
+			// The server answers after 600ms, within the middleware's 10s:
+			// only the call's 200ms budget can fail the call.
 			_, err := get(timeout.WithBudget(context.Background(), 200*time.Millisecond), rt, s.URL)
 			requireTimeout(t, err, timeout.PhaseHeaders, 200*time.Millisecond)
-			assert.Less(t, time.Since(start), 590*time.Millisecond)
 
 			// No budget for one call.
 			rt = timeout.New(200 * time.Millisecond)(s.Base)
