@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	k8stransport "k8s.io/client-go/transport"
 
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
@@ -237,7 +238,7 @@ func (c *config) stack() k8stransport.WrapperFunc {
 	if c.err != nil {
 		err := c.err
 		return func(rt http.RoundTripper) http.RoundTripper {
-			return &failing{Wrapped: transport.Wrapped{Next: rt}, err: err}
+			return &failing{Wrapped: roundtrip.Wrapped{Next: rt}, err: err}
 		}
 	}
 	ropts := append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning)}, c.retryOptions...)
@@ -255,7 +256,7 @@ func (c *config) stack() k8stransport.WrapperFunc {
 	}
 	chain := transport.Chain(retry.New(ropts...), pooltrace.New(popts...), timeout.New(c.budget, topts...))
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &stack{Wrapped: transport.Wrapped{Next: chain(rt)}}
+		return &stack{Wrapped: roundtrip.Wrapped{Next: chain(rt)}}
 	}
 }
 
@@ -263,7 +264,7 @@ func (c *config) stack() k8stransport.WrapperFunc {
 // tell it is already there, and hands client-go the errors of requests the
 // stack retried, or refused to retry for its budget, as an [*Error].
 type stack struct {
-	transport.Wrapped
+	roundtrip.Wrapped
 }
 
 func (s *stack) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -305,11 +306,11 @@ func applied(cfg *rest.Config) bool {
 // failing reports a configuration error for every request, without sending
 // it.
 type failing struct {
-	transport.Wrapped
+	roundtrip.Wrapped
 	err error
 }
 
 func (f *failing) RoundTrip(req *http.Request) (*http.Response, error) {
-	transport.CloseRequestBody(req)
+	roundtrip.CloseRequestBody(req)
 	return nil, f.err
 }

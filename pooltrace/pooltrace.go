@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -70,12 +71,12 @@ func New(opts ...Option) transport.Middleware {
 		}
 	}
 	return func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{Wrapped: transport.Wrapped{Next: next}, cfg: c}
+		return &roundTripper{Wrapped: roundtrip.Wrapped{Next: next}, cfg: c}
 	}
 }
 
 type roundTripper struct {
-	transport.Wrapped
+	roundtrip.Wrapped
 	cfg config
 }
 

@@ -3,6 +3,7 @@ package retry
 import (
 	"net/http"
 
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -11,7 +12,7 @@ import (
 func NewCounted(opts ...Option) (transport.Middleware, func() int) {
 	c := newConfig(opts)
 	mw := func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{Wrapped: transport.Wrapped{Next: next}, cfg: c}
+		return &roundTripper{Wrapped: roundtrip.Wrapped{Next: next}, cfg: c}
 	}
 	return mw, func() int {
 		if c.budget == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -218,7 +219,7 @@ func Check(opts ...Option) error {
 func New(opts ...Option) transport.Middleware {
 	c := newConfig(opts)
 	return func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{Wrapped: transport.Wrapped{Next: next}, cfg: c}
+		return &roundTripper{Wrapped: roundtrip.Wrapped{Next: next}, cfg: c}
 	}
 }
 
@@ -250,16 +251,16 @@ func IsIdempotent(req *http.Request) bool {
 }
 
 type roundTripper struct {
-	transport.Wrapped
+	roundtrip.Wrapped
 	cfg config
 }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rt.cfg.err != nil {
-		transport.CloseRequestBody(req)
+		roundtrip.CloseRequestBody(req)
 		return nil, rt.cfg.err
 	}
-	if transport.IsUpgrade(req) || (rt.cfg.exempt != nil && rt.cfg.exempt(req)) {
+	if roundtrip.IsUpgrade(req) || (rt.cfg.exempt != nil && rt.cfg.exempt(req)) {
 		return rt.Next.RoundTrip(req)
 	}
 	var conn *connTrace

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/internal/roundtrip"
 )
 
 // LongRunning reports whether req is a long-running Kubernetes API request,
@@ -25,7 +25,7 @@ func LongRunning(req *http.Request) bool {
 	if req == nil || req.URL == nil {
 		return false
 	}
-	if transport.IsUpgrade(req) {
+	if roundtrip.IsUpgrade(req) {
 		return true
 	}
 	q := req.URL.RawQuery

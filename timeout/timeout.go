@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -114,7 +115,7 @@ func Check(budget time.Duration, opts ...Option) error {
 func New(budget time.Duration, opts ...Option) transport.Middleware {
 	c := newConfig(budget, opts)
 	return func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{Wrapped: transport.Wrapped{Next: next}, cfg: c}
+		return &roundTripper{Wrapped: roundtrip.Wrapped{Next: next}, cfg: c}
 	}
 }
 
@@ -139,13 +140,13 @@ func WithoutBudget(ctx context.Context) context.Context {
 }
 
 type roundTripper struct {
-	transport.Wrapped
+	roundtrip.Wrapped
 	cfg config
 }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rt.cfg.err != nil {
-		transport.CloseRequestBody(req)
+		roundtrip.CloseRequestBody(req)
 		return nil, rt.cfg.err
 	}
 	ctx := req.Context()
@@ -155,7 +156,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		case v.none:
 			return rt.Next.RoundTrip(req)
 		case v.d <= 0:
-			transport.CloseRequestBody(req)
+			roundtrip.CloseRequestBody(req)
 			return nil, fmt.Errorf("timeout: budget of timeout.WithBudget must be positive, got %v", v.d)
 		}
 		budget = v.d
