@@ -10,7 +10,7 @@
 // own API types and generated clientset. Every client it makes goes
 // through kubeadapter.Apply: per-request budgets, connection facts in
 // errors, and retries of transport errors. Stop and delete are idempotent by
-// meaning and are marked so (retry.WithIdempotent). Writes are JSON merge
+// meaning and are marked so (retry.ContextWithIdempotent). Writes are JSON merge
 // patches guarded by metadata.resourceVersion; a 409 Conflict re-reads and
 // decides again; a patch that would change nothing is not sent. Create
 // checks what the CRD requires (a pod template with named containers) and

@@ -329,7 +329,7 @@ func (r *Reconciler) act(ctx context.Context, s *Sandbox, live LiveFence, now ti
 	d := r.driver
 	// The patches below are guarded by resourceVersion: a re-sent copy
 	// fails with 409 and is decided again, so they are safe to retry.
-	ctx = retry.WithIdempotent(ctx)
+	ctx = retry.ContextWithIdempotent(ctx)
 	var patched bool
 	out, err := d.update(ctx, "reconcile", s.Namespace, s.Name, s, func(cur Sandbox) *patch {
 		patched = false

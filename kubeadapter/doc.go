@@ -10,7 +10,7 @@
 // shared base transport, which it never mutates. Inside it, outermost first:
 //
 //   - retry.New: transport errors are retried when that cannot duplicate a
-//     write (a request marked with retry.WithIdempotent in its context,
+//     write (a request marked with retry.ContextWithIdempotent in its context,
 //     such as a stop or a delete, counts as idempotent). HTTP responses
 //     pass through to client-go untouched: client-go handles 429 and
 //     Retry-After itself.

@@ -299,7 +299,7 @@ func TestResetDuringWrites(t *testing.T) {
 	require.NoError(t, err)
 
 	p.SetFaultExisting(faultproxy.ResetAfterResponse, true)
-	_, err = dyn.Resource(configMaps).Namespace(ns).Patch(retry.WithIdempotent(ctx), "p", types.MergePatchType, []byte(`{"data":{"k":"v"}}`), metav1.PatchOptions{})
+	_, err = dyn.Resource(configMaps).Namespace(ns).Patch(retry.ContextWithIdempotent(ctx), "p", types.MergePatchType, []byte(`{"data":{"k":"v"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, 2, seen.count(http.MethodPatch), "retried once")
 

@@ -68,7 +68,7 @@ func TestScriptedRun(t *testing.T) {
 	send := func(c *http.Client, method, path string) error {
 		ctx := context.Background()
 		if path == "/slow" {
-			ctx = timeout.WithBudget(ctx, time.Second)
+			ctx = timeout.ContextWithBudget(ctx, time.Second)
 		}
 		req, err := http.NewRequestWithContext(ctx, method, url+path, strings.NewReader("x"))
 		require.NoError(t, err)

@@ -14,7 +14,7 @@
 //     timeout after writing, HTTP/2 connection lost). Only idempotent
 //     requests are retried: GET, HEAD, OPTIONS, TRACE, PUT, DELETE, a request
 //     with an Idempotency-Key or X-Idempotency-Key header, or one whose
-//     context was marked with [WithIdempotent].
+//     context was marked with [ContextWithIdempotent].
 //   - [NotRetryable]: anything else, including certificate errors, a
 //     cancelled caller, and errors the classifier does not know. Fail closed.
 //

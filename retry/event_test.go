@@ -115,7 +115,7 @@ func (s *holdServer) send(rt http.RoundTripper, method, id string) result {
 	defer cancel()
 	var body io.Reader
 	if method == http.MethodPatch {
-		ctx = retry.WithIdempotent(ctx)
+		ctx = retry.ContextWithIdempotent(ctx)
 		body = strings.NewReader(`{"spec":{"operatingMode":"Suspended"}}`)
 	}
 	if method == http.MethodPost {

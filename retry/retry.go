@@ -225,16 +225,16 @@ func New(opts ...Option) transport.Middleware {
 
 type idempotentKey struct{}
 
-// WithIdempotent marks requests made with the returned context as
+// ContextWithIdempotent marks requests made with the returned context as
 // idempotent: re-sending them is harmless, so a failure that may have
 // reached the server is retried even for POST or PATCH.
-func WithIdempotent(ctx context.Context) context.Context {
+func ContextWithIdempotent(ctx context.Context) context.Context {
 	return context.WithValue(ctx, idempotentKey{}, true)
 }
 
 // IsIdempotent reports whether req may be re-sent after it may have reached
 // the server: by its method, by an Idempotency-Key or X-Idempotency-Key
-// header (present, as net/http counts it), or by [WithIdempotent].
+// header (present, as net/http counts it), or by [ContextWithIdempotent].
 func IsIdempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:

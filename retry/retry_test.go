@@ -105,7 +105,7 @@ func noWait(int) time.Duration { return 0 }
 
 // TestFaults runs every request kind through every fault on a reused
 // connection. Idempotent requests (GET, and a PATCH marked with
-// WithIdempotent) succeed within the deadline; unmarked POST and PATCH are
+// ContextWithIdempotent) succeed within the deadline; unmarked POST and PATCH are
 // executed at most once, and when they fail the error says why they were not
 // re-sent.
 func TestFaults(t *testing.T) {
@@ -144,7 +144,7 @@ func TestFaults(t *testing.T) {
 
 				f.proxy.SetFaultExisting(ft.fault, true)
 				if rq.marked {
-					ctx = retry.WithIdempotent(ctx)
+					ctx = retry.ContextWithIdempotent(ctx)
 				}
 				start := time.Now()
 				status, err := f.do(ctx, rq.method, "x")
@@ -273,7 +273,7 @@ func TestConnectionRefused(t *testing.T) {
 			rt := retry.New(retry.WithLogger(log), retry.WithBackoff(noWait))(base)
 			ctx := context.Background()
 			if rq.marked {
-				ctx = retry.WithIdempotent(ctx)
+				ctx = retry.ContextWithIdempotent(ctx)
 			}
 			req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+"/?id=r", strings.NewReader("{}"))
 			require.NoError(t, err)
@@ -347,7 +347,7 @@ func TestHTTP2GoAway(t *testing.T) {
 	send(context.Background(), http.MethodGet, "warm")
 	send(context.Background(), http.MethodPost, "inflight")
 	send(context.Background(), http.MethodGet, "get")
-	send(retry.WithIdempotent(context.Background()), http.MethodPatch, "patch")
+	send(retry.ContextWithIdempotent(context.Background()), http.MethodPatch, "patch")
 	send(context.Background(), http.MethodPost, "post")
 
 	mu.Lock()
@@ -659,7 +659,7 @@ func TestIsIdempotent(t *testing.T) {
 	for _, tt := range tests {
 		ctx := context.Background()
 		if tt.marked {
-			ctx = retry.WithIdempotent(ctx)
+			ctx = retry.ContextWithIdempotent(ctx)
 		}
 		req, err := http.NewRequestWithContext(ctx, tt.method, "http://127.0.0.1/", nil)
 		require.NoError(t, err)

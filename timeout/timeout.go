@@ -126,16 +126,16 @@ type budgetValue struct {
 	none bool
 }
 
-// WithBudget returns a context under which requests get budget d instead of
+// ContextWithBudget returns a context under which requests get budget d instead of
 // the middleware's own. A d that is not positive makes the request fail with
 // an error naming it, without being sent.
-func WithBudget(ctx context.Context, d time.Duration) context.Context {
+func ContextWithBudget(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, budgetKey{}, &budgetValue{d: d})
 }
 
-// WithoutBudget returns a context under which requests get no deadline from
+// ContextWithoutBudget returns a context under which requests get no deadline from
 // this middleware; the context's own deadline, if any, still applies.
-func WithoutBudget(ctx context.Context) context.Context {
+func ContextWithoutBudget(ctx context.Context) context.Context {
 	return context.WithValue(ctx, budgetKey{}, &budgetValue{none: true})
 }
 
@@ -157,7 +157,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			return rt.Next.RoundTrip(req)
 		case v.d <= 0:
 			roundtrip.CloseRequestBody(req)
-			return nil, fmt.Errorf("timeout: budget of timeout.WithBudget must be positive, got %v", v.d)
+			return nil, fmt.Errorf("timeout: budget of timeout.ContextWithBudget must be positive, got %v", v.d)
 		}
 		budget = v.d
 	}

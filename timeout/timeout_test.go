@@ -256,7 +256,7 @@ func TestCallerDeadlineWins(t *testing.T) {
 	}
 }
 
-func TestWithBudget(t *testing.T) {
+func TestContextWithBudget(t *testing.T) {
 	t.Parallel()
 	for _, s := range servers(t, func(w http.ResponseWriter, r *http.Request) {
 		if wait(r, 600*time.Millisecond) {
@@ -269,12 +269,12 @@ func TestWithBudget(t *testing.T) {
 			rt := timeout.New(10 * time.Second)(s.Base)
 			// The server answers after 600ms, within the middleware's 10s:
 			// only the call's 200ms budget can fail the call.
-			_, err := get(timeout.WithBudget(context.Background(), 200*time.Millisecond), rt, s.URL)
+			_, err := get(timeout.ContextWithBudget(context.Background(), 200*time.Millisecond), rt, s.URL)
 			requireTimeout(t, err, timeout.PhaseHeaders, 200*time.Millisecond)
 
 			// No budget for one call.
 			rt = timeout.New(200 * time.Millisecond)(s.Base)
-			resp, err := get(timeout.WithoutBudget(context.Background()), rt, s.URL)
+			resp, err := get(timeout.ContextWithoutBudget(context.Background()), rt, s.URL)
 			require.NoError(t, err)
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
@@ -302,7 +302,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"negative budget", timeout.New(-time.Second), context.Background(), "budget of timeout.New must be positive, got -1s"},
 		{"zero stall", timeout.New(time.Second, timeout.WithStallTimeout(0)), context.Background(), "WithStallTimeout must be positive, got 0s"},
 		{"nil observer", timeout.New(time.Second, timeout.WithObserver(nil)), context.Background(), "timeout: WithObserver must not be nil"},
-		{"zero per-call budget", timeout.New(time.Second), timeout.WithBudget(context.Background(), 0), "budget of timeout.WithBudget must be positive, got 0s"},
+		{"zero per-call budget", timeout.New(time.Second), timeout.ContextWithBudget(context.Background(), 0), "budget of timeout.ContextWithBudget must be positive, got 0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
