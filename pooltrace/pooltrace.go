@@ -81,16 +81,24 @@ type roundTripper struct {
 }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	t := &tracer{}
+	log, lerr := logr.FromContext(req.Context())
+	if lerr != nil {
+		log = rt.cfg.logger
+	}
+	t := &tracer{log: log}
 	t.a = Attempt{Method: req.Method, Start: time.Now()}
 	if req.URL != nil {
 		t.a.Host, t.a.Path = req.URL.Host, req.URL.Path
 	}
-	t.trace = httptrace.ClientTrace{
-		GotConn:              t.gotConn,
-		TLSHandshakeStart:    t.tlsStart,
-		WroteRequest:         t.wroteRequest,
-		GotFirstResponseByte: t.firstByte,
+	// The connection is always recorded: errors carry it. The timings of
+	// the phases cost a hook each, so they are recorded only for a reader:
+	// an observer, or a logger that logs every attempt.
+	t.trace.GotConn = t.gotConn
+	if rt.cfg.observer != nil || log.V(rt.cfg.verbosity).Enabled() {
+		t.timed = true
+		t.trace.TLSHandshakeStart = t.tlsStart
+		t.trace.WroteRequest = t.wroteRequest
+		t.trace.GotFirstResponseByte = t.firstByte
 	}
 	ctx := httptrace.WithClientTrace(req.Context(), &t.trace)
 
@@ -109,7 +117,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	a := t.a
 	t.mu.Unlock()
 
-	rt.report(req, a)
+	rt.report(t.log, a, t.timed)
 	if err != nil {
 		a.Err = nil
 		return nil, &Error{Attempt: a, Err: err}
@@ -121,22 +129,18 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-func (rt *roundTripper) report(req *http.Request, a Attempt) {
+func (rt *roundTripper) report(log logr.Logger, a Attempt, timed bool) {
 	if rt.cfg.observer != nil {
 		rt.cfg.observer(a)
 	}
-	log, err := logr.FromContext(req.Context())
-	if err != nil {
-		log = rt.cfg.logger
-	}
 	switch {
 	case a.Err != nil && a.HasConn && a.Conn.Reused:
-		log.Info("request failed on a reused connection", append(keysAndValues(a), "err", a.Err)...)
+		log.Info("request failed on a reused connection", append(keysAndValues(a, timed), "err", a.Err)...)
 	case len(a.Earlier) > 0:
-		log.Info("net/http re-sent the request on another connection after a failure on a reused one; the server may have executed it twice", keysAndValues(a)...)
+		log.Info("net/http re-sent the request on another connection after a failure on a reused one; the server may have executed it twice", keysAndValues(a, timed)...)
 	default:
 		if v := log.V(rt.cfg.verbosity); v.Enabled() {
-			kv := keysAndValues(a)
+			kv := keysAndValues(a, timed)
 			if a.Err != nil {
 				kv = append(kv, "err", a.Err)
 			}
@@ -145,7 +149,9 @@ func (rt *roundTripper) report(req *http.Request, a Attempt) {
 	}
 }
 
-func keysAndValues(a Attempt) []any {
+// keysAndValues is the log line of a; the timings only when they were
+// recorded.
+func keysAndValues(a Attempt, timed bool) []any {
 	kv := []any{
 		"method", a.Method, "host", a.Host, "path", a.Path,
 		"status", a.StatusCode, "duration", a.Duration,
@@ -155,9 +161,11 @@ func keysAndValues(a Attempt) []any {
 			"proto", a.Conn.Proto, "reused", a.Conn.Reused,
 			"wasIdle", a.Conn.WasIdle, "idleTime", a.Conn.IdleTime,
 			"localAddr", addr(a.Conn.LocalAddr), "remoteAddr", addr(a.Conn.RemoteAddr),
-			"gotConn", a.GotConn, "dial", a.Dial, "tlsHandshake", a.TLSHandshake,
-			"wroteRequest", a.WroteRequest, "firstByte", a.FirstByte,
+			"gotConn", a.GotConn,
 		)
+		if timed {
+			kv = append(kv, "dial", a.Dial, "tlsHandshake", a.TLSHandshake, "wroteRequest", a.WroteRequest, "firstByte", a.FirstByte)
+		}
 	}
 	if len(a.Earlier) > 0 {
 		earlier := make([]string, len(a.Earlier))
@@ -181,6 +189,8 @@ func addr(a interface{ String() string }) string {
 // body wrapper, saving an allocation per request.
 type tracer struct {
 	trace httptrace.ClientTrace
+	log   logr.Logger
+	timed bool // the phases are hooked
 
 	mu       sync.Mutex
 	a        Attempt
@@ -213,7 +223,7 @@ func (t *tracer) gotConn(info httptrace.GotConnInfo) {
 	t.a.Conn = c
 	t.a.GotConn = now.Sub(t.a.Start)
 	t.a.Dial, t.a.TLSHandshake = 0, 0
-	if !c.Reused {
+	if !c.Reused && t.timed {
 		// TLSHandshakeDone is not hooked: the handshake ends right before
 		// the connection is handed over, and one hook fewer is one
 		// allocation fewer per request.
