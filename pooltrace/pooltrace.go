@@ -80,6 +80,10 @@ type roundTripper struct {
 	cfg config
 }
 
+// TracesConnections marks the RoundTripper as one whose errors carry the
+// connection (roundtrip.ConnTracer).
+func (rt *roundTripper) TracesConnections() {}
+
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	log, lerr := logr.FromContext(req.Context())
 	if lerr != nil {

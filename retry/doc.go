@@ -59,14 +59,17 @@
 //     carried the request (no connection was handed to it), a status
 //     retried by [WithStatusRetry].
 //
-// The connection comes from net/http itself: the middleware adds its own
+// The connection comes from net/http itself. When a pooltrace middleware
+// is below this one (the recommended order, and kubeadapter's), its error
+// names the connection the attempt failed on, and an event is keyed by the
+// connection's addresses. Otherwise the middleware adds its own
 // httptrace.ClientTrace to each request's context, composed with any trace
-// already there (client-go's, pooltrace's), and its GotConn hook names the
-// connection the attempt was sent on. An event is keyed by that
-// connection's addresses and its identity in memory, and holds no
-// reference to it. Events are kept only on the failure path, under the
-// budget's lock; a request that succeeds costs one locked addition and the
-// trace hook. [WithoutBudget] removes both.
+// already there (client-go's), and its GotConn hook names the connection;
+// an event is then keyed by its addresses and its identity in memory. No
+// event holds a reference to its connection. Events are kept only on the
+// failure path, under the budget's lock; a request that succeeds costs one
+// locked addition, and the trace hook when there is no pooltrace below.
+// [WithoutBudget] removes both.
 //
 // With the default budget:
 //

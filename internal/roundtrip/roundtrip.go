@@ -56,3 +56,26 @@ func (w Wrapped) WrappedRoundTripper() http.RoundTripper { return w.Next }
 // CloseIdleConnections forwards to the wrapped RoundTripper; middleware
 // never empties the pool itself.
 func (w Wrapped) CloseIdleConnections() { CloseIdleConnections(w.Next) }
+
+// ConnTracer is implemented by a RoundTripper whose errors say which
+// connection an attempt failed on (pooltrace's), so that a middleware above
+// it needs no httptrace of its own to learn it.
+type ConnTracer interface {
+	TracesConnections()
+}
+
+// TracesConnections reports whether rt, or a RoundTripper it wraps, is a
+// ConnTracer. It looks through WrappedRoundTripper.
+func TracesConnections(rt http.RoundTripper) bool {
+	for rt != nil {
+		if _, ok := rt.(ConnTracer); ok {
+			return true
+		}
+		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
+		if !ok {
+			return false
+		}
+		rt = w.WrappedRoundTripper()
+	}
+	return false
+}
