@@ -369,6 +369,17 @@ func TestLongRunning(t *testing.T) {
 		{give: "/k8s/clusters/c-1/api/v1/namespaces/ns/pods/p", want: false},
 		{give: "/version", want: false},
 		{give: "/healthz?watch=true", want: true},
+		// The query as url.ParseQuery reads it: escapes decoded, the first
+		// value of a key, pairs with a bad escape dropped.
+		{give: "/api/v1/pods?limit=500&watch=1", want: true},
+		{give: "/api/v1/pods?wat%63h=true", want: true},
+		{give: "/api/v1/pods?watch", want: true},
+		{give: "/api/v1/pods?watch=false&watch=true", want: false},
+		{give: "/api/v1/pods?watch=%zz", want: false},
+		{give: "/api/v1/pods?watch=%zz&watch=1", want: true},
+		{give: "/api/v1/namespaces/ns/pods/p/log?follow=tr%75e", want: true},
+		// More segments than the classifier keeps on the stack.
+		{give: "/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/0/1/2/3/4/5/api/v1/namespaces/ns/pods/p/exec", want: true},
 		{give: "/api/v1/namespaces/ns/pods/p", header: http.Header{"Connection": {"keep-alive, Upgrade"}}, want: true},
 		{give: "/api/v1/namespaces/ns/pods/p", header: http.Header{"Connection": {"keep-alive"}}, want: false},
 	}
