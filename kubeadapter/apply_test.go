@@ -63,12 +63,12 @@ func TestApplyMovesTimeoutIntoBudget(t *testing.T) {
 	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithRetryOptions(retry.WithMaxAttempts(1))))
 	assert.Zero(t, cfg.Timeout, "http.Client.Timeout would cut every watch")
 
-	start := time.Now()
+	// The server answers after a second: only the 300ms budget can fail
+	// the call, and the error says which budget did.
 	err := get(t, cfg, "/api/v1/namespaces/default")
 	var te *timeout.Error
 	require.True(t, errors.As(err, &te), "%v", err)
 	assert.Equal(t, 300*time.Millisecond, te.Budget)
-	assert.Less(t, time.Since(start), 900*time.Millisecond)
 }
 
 // TestApplyDefaultBudget: the budget is WithTimeout's, else the config's

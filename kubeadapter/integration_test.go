@@ -261,7 +261,6 @@ func TestStalledResponse(t *testing.T) {
 	require.True(t, errors.As(err, &re))
 	assert.Equal(t, retry.ReasonNotIdempotent, re.Reason)
 	assert.GreaterOrEqual(t, elapsed, time.Second)
-	assert.Less(t, elapsed, 2*time.Second)
 	// The error names the connection. Whether the warm-up GET still counts
 	// as in flight is a race inside net/http's HTTP/2 client, which forgets
 	// a finished stream on another goroutine than the one that read its
