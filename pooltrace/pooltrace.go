@@ -2,6 +2,7 @@ package pooltrace
 
 import (
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -30,6 +31,13 @@ type config struct {
 	logger    logr.Logger
 	verbosity int
 	observer  func(Attempt)
+	err       error
+}
+
+func (c *config) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("pooltrace: "+format, args...)
+	}
 }
 
 // WithLogger sets the logger used when the request's context carries none
@@ -40,19 +48,25 @@ func WithLogger(l logr.Logger) Option {
 
 // WithVerbosity sets the logr verbosity of the line logged for every
 // attempt. Failures on reused connections are logged at V(0) regardless.
-// Default: [DefaultVerbosity]. Negative values are treated as 0.
+// Default: [DefaultVerbosity]. Must not be negative.
 func WithVerbosity(v int) Option {
-	return optionFunc(func(c *config) { c.verbosity = max(v, 0) })
+	return optionFunc(func(c *config) {
+		c.verbosity = v
+		if v < 0 {
+			c.fail("WithVerbosity must not be negative, got %d", v)
+		}
+	})
 }
 
 // WithObserver calls f once for every attempt, when RoundTrip returns, for
 // example to feed metrics. f runs on the caller's goroutine and must not
 // block; it must not keep the Attempt's Earlier slice. Observers add up:
-// each one given is called, in order; a nil f adds nothing. Default: none.
+// each one given is called, in order. Must not be nil. Default: none.
 func WithObserver(f func(Attempt)) Option {
 	return optionFunc(func(c *config) {
 		switch prev := c.observer; {
 		case f == nil:
+			c.fail("WithObserver must not be nil")
 		case prev != nil:
 			c.observer = func(a Attempt) { prev(a); f(a) }
 		default:
@@ -61,15 +75,30 @@ func WithObserver(f func(Attempt)) Option {
 	})
 }
 
-// New returns a middleware that traces every attempt (see the package
-// documentation). The RoundTrippers it returns are safe for concurrent use.
-func New(opts ...Option) transport.Middleware {
+func newConfig(opts []Option) config {
 	c := config{logger: logr.Discard(), verbosity: DefaultVerbosity}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
 		}
 	}
+	return c
+}
+
+// Check reports the error that New(opts...) would return from every
+// request, or nil if the options are valid.
+func Check(opts ...Option) error {
+	c := newConfig(opts)
+	return c.err
+}
+
+// New returns a middleware that traces every attempt (see the package
+// documentation). The RoundTrippers it returns are safe for concurrent use.
+//
+// Invalid options do not panic: every request fails with an error naming
+// the option, without being sent.
+func New(opts ...Option) transport.Middleware {
+	c := newConfig(opts)
 	return func(next http.RoundTripper) http.RoundTripper {
 		return &roundTripper{Wrapped: roundtrip.Wrapped{Next: next}, cfg: c}
 	}
@@ -85,6 +114,10 @@ type roundTripper struct {
 func (rt *roundTripper) TracesConnections() {}
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if rt.cfg.err != nil {
+		roundtrip.CloseRequestBody(req)
+		return nil, rt.cfg.err
+	}
 	log, lerr := logr.FromContext(req.Context())
 	if lerr != nil {
 		log = rt.cfg.logger

@@ -357,3 +357,26 @@ func TestNoConnection(t *testing.T) {
 	assert.Contains(t, err.Error(), "before a connection was established: dial tcp 127.0.0.1:1: connect: connection refused")
 	assert.True(t, errors.Is(err, syscall.ECONNREFUSED))
 }
+
+// TestRejectsBadOptions: an invalid option fails every request with an
+// error naming it, without sending it, and Check reports the same.
+func TestRejectsBadOptions(t *testing.T) {
+	for _, tt := range []struct {
+		give pooltrace.Option
+		want string
+	}{
+		{pooltrace.WithVerbosity(-1), "pooltrace: WithVerbosity must not be negative, got -1"},
+		{pooltrace.WithObserver(nil), "pooltrace: WithObserver must not be nil"},
+	} {
+		t.Run(tt.want, func(t *testing.T) {
+			assert.EqualError(t, pooltrace.Check(tt.give), tt.want)
+			body := contract.NewBody("{}")
+			req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/", body)
+			require.NoError(t, err)
+			_, err = pooltrace.New(tt.give)(http.DefaultTransport).RoundTrip(req)
+			assert.EqualError(t, err, tt.want)
+			assert.True(t, body.Closed())
+		})
+	}
+	assert.NoError(t, pooltrace.Check(pooltrace.WithVerbosity(0)))
+}

@@ -109,7 +109,7 @@ func WithClassifier(f func(error) Class) Option {
 
 // WithExempt sets which requests pass through without retries, in addition
 // to upgrade requests, which always do. kubeadapter exempts long-running
-// requests (timeout.LongRunning). Default: none.
+// requests (timeout.LongRunning). A nil f exempts none. Default: none.
 func WithExempt(f func(*http.Request) bool) Option {
 	return optionFunc(func(c *config) { c.exempt = f })
 }
@@ -157,9 +157,14 @@ func WithLogger(l logr.Logger) Option {
 }
 
 // WithVerbosity sets the logr verbosity of the line logged for each retry.
-// Default: 0.
+// Default: 0. Must not be negative.
 func WithVerbosity(v int) Option {
-	return optionFunc(func(c *config) { c.verbosity = max(v, 0) })
+	return optionFunc(func(c *config) {
+		c.verbosity = v
+		if v < 0 {
+			c.fail("WithVerbosity must not be negative, got %d", v)
+		}
+	})
 }
 
 // WithObserver calls f for every decision the middleware makes after a

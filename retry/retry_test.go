@@ -605,6 +605,7 @@ func TestInvalidOptions(t *testing.T) {
 		{retry.WithClassifier(nil), "retry: WithClassifier must not be nil"},
 		{retry.WithBudget(1.5, 1), "retry: WithBudget ratio must be between 0 and 1, got 1.5"},
 		{retry.WithBudget(0.2, -1), "retry: WithBudget floorPerSecond must not be negative, got -1"},
+		{retry.WithVerbosity(-1), "retry: WithVerbosity must not be negative, got -1"},
 	}
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
