@@ -124,7 +124,7 @@ func TestStartRecordsCurrentFence(t *testing.T) {
 	assert.Equal(t, 1, a.count("PATCH patch"))
 
 	// Started under the current fence: the reconciler leaves it alone.
-	stats, err := driver.NewReconciler(d).Pass(context.Background())
+	stats, err := newReconciler(t, d).Pass(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, stats.Actions)
 }
