@@ -73,6 +73,10 @@
 // as a safety net, so that it never beats in step with a timeout of the
 // same length. Pass also works alone, reading from the API server.
 //
+// [NewReconciler] starts nothing, and refuses an invalid option with an
+// error naming the option and the value; each option's doc states its
+// default and its bounds.
+//
 // With [WithLeaderElection] several replicas share the work through a
 // coordination.k8s.io/v1 Lease: all keep warm caches, only the leader
 // writes, and a leader that loses the lease stops its workers before it

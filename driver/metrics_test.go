@@ -68,7 +68,7 @@ func TestPassMetrics(t *testing.T) {
 	a := staleFixture(t, "v1beta1", true)
 	m, reg := metrics(t)
 	var passes, events int
-	r := driver.NewReconciler(newDriver(t, a, nil),
+	r := newReconciler(t, newDriver(t, a, nil),
 		driver.WithObserver(func(driver.PassStats) { passes++ }),
 		m.Option(),
 		driver.WithActionObserver(func(driver.ActionEvent) { events++ }))
@@ -108,7 +108,7 @@ func TestRunMetrics(t *testing.T) {
 	m, reg := metrics(t)
 	// One worker at 20 writes a second: the fence change's sandboxes wait
 	// in the queue long enough to be seen there.
-	rec := driver.NewReconciler(d, driver.WithPeriod(time.Hour), driver.WithWorkers(1), driver.WithWriteLimit(20, 1), m.Option())
+	rec := newReconciler(t, d, driver.WithPeriod(time.Hour), driver.WithWorkers(1), driver.WithWriteLimit(20, 1), m.Option())
 	runReconciler(t, rec)
 	waitFor(t, d, r.ns, names, "admitted", bootstrapDone)
 	require.Eventually(t, func() bool { return scrape(t, reg)[mClearBootstrap] == n }, settle, 20*time.Millisecond)

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -96,47 +97,118 @@ type Reconciler struct {
 }
 
 // ReconcilerOption configures [NewReconciler].
-type ReconcilerOption func(*Reconciler)
-
-// WithPeriod sets the resync period. Default: [DefaultPeriod].
-// Values below a second are raised to a second.
-func WithPeriod(d time.Duration) ReconcilerOption {
-	return func(r *Reconciler) { r.period = max(d, time.Second) }
+type ReconcilerOption interface {
+	apply(*reconcilerConfig) error
 }
 
-// WithJitter sets the relative jitter of the period, between 0.1 and 0.5.
-// Default: [DefaultJitter].
+type reconcilerOptionFunc func(*reconcilerConfig) error
+
+func (f reconcilerOptionFunc) apply(c *reconcilerConfig) error { return f(c) }
+
+// reconcilerConfig is what the options set; [NewReconciler] builds the
+// [Reconciler] from it once every option is valid.
+type reconcilerConfig struct {
+	period     time.Duration
+	jitter     float64
+	grace      time.Duration
+	workers    int
+	writeQPS   float64
+	writeBurst int
+	election   *LeaderElection
+	observer   func(PassStats)
+	actions    func(ActionEvent)
+	log        logr.Logger
+	hooks      []func(*Reconciler)
+}
+
+// WithPeriod sets the resync period. Default: [DefaultPeriod]. Must be at
+// least 1s: the resync is a safety net over the cache, and a shorter
+// period turns it into a busy loop.
+func WithPeriod(d time.Duration) ReconcilerOption {
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if d < time.Second {
+			return fmt.Errorf("driver: WithPeriod must be at least 1s, got %v", d)
+		}
+		c.period = d
+		return nil
+	})
+}
+
+// WithJitter sets the relative jitter of the period: each wait is drawn
+// from period*(1±f). Default: [DefaultJitter]. Must be between 0.1 and
+// 0.5: at least 0.1 so that the resync never beats in step with a timeout
+// of the same length or with another replica's resync, at most 0.5 so that
+// no wait is shorter than half the period.
 func WithJitter(f float64) ReconcilerOption {
-	return func(r *Reconciler) { r.jitter = min(max(f, 0.1), 0.5) }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if !(f >= 0.1 && f <= 0.5) {
+			return fmt.Errorf("driver: WithJitter must be between 0.1 and 0.5, got %v", f)
+		}
+		c.jitter = f
+		return nil
+	})
 }
 
 // WithBootstrapGrace sets how long a create or start may take before a
 // failure or a stuck start reported by the controller rolls it back.
-// Default: [DefaultBootstrapGrace].
+// Default: [DefaultBootstrapGrace]. Must be positive: with no grace, a
+// start that the scheduler reports Unschedulable for a moment (while a
+// cluster autoscaler adds a node) would be rolled back at once.
 func WithBootstrapGrace(d time.Duration) ReconcilerOption {
-	return func(r *Reconciler) { r.grace = d }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("driver: WithBootstrapGrace must be positive, got %v", d)
+		}
+		c.grace = d
+		return nil
+	})
 }
 
 // WithWorkers sets how many sandboxes Run acts on at once, which bounds
-// the writes in flight. Default: [DefaultWorkers]. Values below 1 are
-// raised to 1.
+// the writes in flight. Default: [DefaultWorkers]. Must be at least 1.
 func WithWorkers(n int) ReconcilerOption {
-	return func(r *Reconciler) { r.workers = max(n, 1) }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if n < 1 {
+			return fmt.Errorf("driver: WithWorkers must be at least 1, got %d", n)
+		}
+		c.workers = n
+		return nil
+	})
 }
 
 // WithWriteLimit bounds the rate of the reconciler's writes to qps per
 // second with bursts of burst. Default: [DefaultWriteQPS],
-// [DefaultWriteBurst]. A qps of rate.Inf removes the bound.
+// [DefaultWriteBurst]. A qps of rate.Inf (or +Inf) removes the bound.
+// qps must be positive and burst at least 1: a limit of 0 lets the first
+// burst through and then no write ever again, and a burst of 0 refuses
+// every write.
 func WithWriteLimit(qps float64, burst int) ReconcilerOption {
-	return func(r *Reconciler) { r.limiter = rate.NewLimiter(rate.Limit(qps), max(burst, 1)) }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		switch {
+		case !(qps > 0):
+			return fmt.Errorf("driver: WithWriteLimit qps must be positive, got %v", qps)
+		case burst < 1:
+			return fmt.Errorf("driver: WithWriteLimit burst must be at least 1, got %d", burst)
+		}
+		// rate.Limiter knows only rate.Inf as no limit; +Inf would
+		// make NaN tokens.
+		c.writeQPS, c.writeBurst = min(qps, float64(rate.Inf)), burst
+		return nil
+	})
 }
 
 // WithObserver calls f with the counts of every pass, Run's resyncs
 // included, on the goroutine that ran the pass. Observers compose: each
-// WithObserver adds one, called in the order of the options. Default:
-// none.
+// WithObserver adds one, called in the order of the options. Must not be
+// nil. Default: none.
 func WithObserver(f func(PassStats)) ReconcilerOption {
-	return func(r *Reconciler) { r.observer = then(r.observer, f) }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if f == nil {
+			return errors.New("driver: WithObserver must not be nil")
+		}
+		c.observer = then(c.observer, f)
+		return nil
+	})
 }
 
 // WithActionObserver calls f with every [ActionEvent]: each action carried
@@ -144,18 +216,21 @@ func WithObserver(f func(PassStats)) ReconcilerOption {
 // concurrently from the workers, which wait for it: it must be quick and
 // safe for concurrent use. Observers compose: each WithActionObserver adds
 // one, called in the order of the options. Without one, Run keeps no
-// fence-change times. Default: none.
+// fence-change times. Must not be nil. Default: none.
 func WithActionObserver(f func(ActionEvent)) ReconcilerOption {
-	return func(r *Reconciler) { r.actions = then(r.actions, f) }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if f == nil {
+			return errors.New("driver: WithActionObserver must not be nil")
+		}
+		c.actions = then(c.actions, f)
+		return nil
+	})
 }
 
-// then returns a function that calls f, then g; either may be nil.
+// then returns a function that calls f, then g; f may be nil.
 func then[T any](f, g func(T)) func(T) {
-	switch {
-	case f == nil:
+	if f == nil {
 		return g
-	case g == nil:
-		return f
 	}
 	return func(v T) {
 		f(v)
@@ -165,22 +240,67 @@ func then[T any](f, g func(T)) func(T) {
 
 // WithReconcilerLogger sets the reconciler's logger. Default: the driver's.
 func WithReconcilerLogger(l logr.Logger) ReconcilerOption {
-	return func(r *Reconciler) { r.log = l }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		c.log = l
+		return nil
+	})
 }
 
-// NewReconciler returns a reconciler for d's sandboxes.
-func NewReconciler(d *Driver, opts ...ReconcilerOption) *Reconciler {
-	r := &Reconciler{
-		driver: d, period: DefaultPeriod, jitter: DefaultJitter, grace: DefaultBootstrapGrace,
-		workers: DefaultWorkers, limiter: rate.NewLimiter(DefaultWriteQPS, DefaultWriteBurst),
-		log: d.opts.logger, written: map[types.NamespacedName]string{},
-	}
-	for _, o := range opts {
-		if o != nil {
-			o(r)
+// WithReconcilerHook calls f with the reconciler that [NewReconciler]
+// built, before NewReconciler returns it, and only if every option was
+// valid. It is for a package that wires itself to a reconciler through an
+// option and then reads the reconciler's state, as drivermetrics reads
+// [Reconciler.QueueDepth]. f must not block. Hooks compose: each adds one,
+// called in the order of the options. Must not be nil. Default: none.
+func WithReconcilerHook(f func(*Reconciler)) ReconcilerOption {
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if f == nil {
+			return errors.New("driver: WithReconcilerHook must not be nil")
 		}
+		c.hooks = append(c.hooks, f)
+		return nil
+	})
+}
+
+// ReconcilerOptions bundles opts into one option, applied in order, for a
+// package that offers one option made of several, such as drivermetrics.
+// Nil options are skipped. Its error is the first of opts.
+func ReconcilerOptions(opts ...ReconcilerOption) ReconcilerOption {
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		for _, o := range opts {
+			if o == nil {
+				continue
+			}
+			if err := o.apply(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// NewReconciler returns a reconciler for d's sandboxes. It starts nothing;
+// [Reconciler.Run] does. The error names the first invalid option.
+func NewReconciler(d *Driver, opts ...ReconcilerOption) (*Reconciler, error) {
+	if d == nil {
+		return nil, errors.New("driver: NewReconciler: nil *Driver")
 	}
-	return r
+	c := reconcilerConfig{
+		period: DefaultPeriod, jitter: DefaultJitter, grace: DefaultBootstrapGrace, workers: DefaultWorkers,
+		writeQPS: DefaultWriteQPS, writeBurst: DefaultWriteBurst, log: d.opts.logger,
+	}
+	if err := ReconcilerOptions(opts...).apply(&c); err != nil {
+		return nil, err
+	}
+	r := &Reconciler{
+		driver: d, period: c.period, jitter: c.jitter, grace: c.grace, workers: c.workers,
+		limiter: rate.NewLimiter(rate.Limit(c.writeQPS), c.writeBurst), election: c.election,
+		observer: c.observer, actions: c.actions, log: c.log, written: map[types.NamespacedName]string{},
+	}
+	for _, f := range c.hooks {
+		f(r)
+	}
+	return r, nil
 }
 
 // next returns the jittered wait before the next resync.

@@ -26,11 +26,6 @@ import (
 // before it releases the lease.
 func (r *Reconciler) Run(ctx context.Context) error {
 	d := r.driver
-	if r.election != nil {
-		if _, err := r.election.config(); err != nil {
-			return err
-		}
-	}
 	client, err := d.sandboxes(ctx)
 	for err != nil {
 		if ctx.Err() != nil {

@@ -108,7 +108,7 @@ func TestRunFenceChange(t *testing.T) {
 	r := currentRig(t)
 	const n = 20
 	names, counter, d := counted(t, r, n)
-	rec := driver.NewReconciler(d, driver.WithPeriod(time.Hour))
+	rec := newReconciler(t, d, driver.WithPeriod(time.Hour))
 	runReconciler(t, rec)
 	waitFor(t, d, r.ns, names, "admitted", bootstrapDone)
 	counter.reset()
@@ -144,7 +144,7 @@ func TestRunSeedRegression(t *testing.T) {
 	var l logs
 	d := r.driver(t, counter, driver.WithLogger(l.logger()))
 	passes := make(chan driver.PassStats, 100)
-	rec := driver.NewReconciler(d, driver.WithPeriod(time.Second), driver.WithObserver(func(s driver.PassStats) { passes <- s }))
+	rec := newReconciler(t, d, driver.WithPeriod(time.Second), driver.WithObserver(func(s driver.PassStats) { passes <- s }))
 	runReconciler(t, rec)
 	waitFor(t, d, r.ns, names[:2], "admitted", bootstrapDone)
 	counter.reset()
@@ -187,7 +187,7 @@ func TestLeaderElection(t *testing.T) {
 	var replicas []*replica
 	for _, id := range []string{"a", "b"} {
 		c := newWrites()
-		rec := driver.NewReconciler(r.driver(t, c), driver.WithPeriod(time.Hour), driver.WithLeaderElection(lease(id)))
+		rec := newReconciler(t, r.driver(t, c), driver.WithPeriod(time.Hour), driver.WithLeaderElection(lease(id)))
 		replicas = append(replicas, &replica{counter: c, rec: rec, stop: runReconciler(t, rec)})
 	}
 	var leader, follower *replica
@@ -251,7 +251,7 @@ func TestWatchBreak(t *testing.T) {
 	viaProxy.cfg.Host = "https://127.0.0.1:" + port
 	counter := newWrites()
 	d := viaProxy.driver(t, counter)
-	rec := driver.NewReconciler(d, driver.WithPeriod(time.Hour))
+	rec := newReconciler(t, d, driver.WithPeriod(time.Hour))
 	runReconciler(t, rec)
 	plain := r.driver(t, nil)
 	waitFor(t, plain, r.ns, names, "admitted", bootstrapDone)

@@ -5,7 +5,7 @@
 //
 //	m := drivermetrics.New()
 //	reg.MustRegister(m)
-//	rec := driver.NewReconciler(d, m.Option())
+//	rec, err := driver.NewReconciler(d, m.Option())
 //
 // # Metrics
 //

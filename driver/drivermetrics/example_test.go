@@ -31,7 +31,10 @@ func Example() {
 	m := drivermetrics.New()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
-	rec := driver.NewReconciler(d, m.Option())
+	rec, err := driver.NewReconciler(d, m.Option())
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	go func() { log.Fatal(http.ListenAndServe(":9090", nil)) }()

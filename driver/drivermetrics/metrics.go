@@ -103,17 +103,24 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // Option wires m to the reconciler it configures: it adds a pass observer
 // and an action observer ([driver.WithObserver],
 // [driver.WithActionObserver]; observers compose, so those of other
-// options stay), and queue_depth reads the reconciler's
-// [driver.Reconciler.QueueDepth]. One Metrics may be wired to several
-// reconcilers; it then counts their sum.
+// options stay), and queue_depth reads the
+// [driver.Reconciler.QueueDepth] of the reconciler that
+// [driver.NewReconciler] builds ([driver.WithReconcilerHook]); a
+// NewReconciler that fails on an invalid option leaves m as it was. One
+// Metrics may be wired to several reconcilers; it then counts their sum.
 func (m *Metrics) Option() driver.ReconcilerOption {
-	return func(r *driver.Reconciler) {
-		driver.WithObserver(m.observePass)(r)
-		driver.WithActionObserver(m.observeAction)(r)
-		m.mu.Lock()
-		m.reconcilers = append(m.reconcilers, r)
-		m.mu.Unlock()
-	}
+	return driver.ReconcilerOptions(
+		driver.WithObserver(m.observePass),
+		driver.WithActionObserver(m.observeAction),
+		driver.WithReconcilerHook(m.add),
+	)
+}
+
+// add makes queue_depth count r.
+func (m *Metrics) add(r *driver.Reconciler) {
+	m.mu.Lock()
+	m.reconcilers = append(m.reconcilers, r)
+	m.mu.Unlock()
 }
 
 func (m *Metrics) observePass(s driver.PassStats) {

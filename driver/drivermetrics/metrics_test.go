@@ -1,6 +1,7 @@
 package drivermetrics
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
 )
@@ -118,4 +120,24 @@ func TestEveryActionHasALabel(t *testing.T) {
 		n++
 	}
 	assert.Len(t, m.byAction, n)
+}
+
+// TestOption: queue_depth counts the reconcilers NewReconciler returned,
+// not one it refused for an invalid option; the observers are installed.
+func TestOption(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
+	require.NoError(t, err)
+	defer d.Close()
+	m := New()
+	_, err = driver.NewReconciler(d, m.Option(), driver.WithWorkers(0))
+	require.EqualError(t, err, "driver: WithWorkers must be at least 1, got 0")
+	assert.Empty(t, m.reconcilers)
+
+	rec, err := driver.NewReconciler(d, m.Option())
+	require.NoError(t, err)
+	assert.Equal(t, []*driver.Reconciler{rec}, m.reconcilers)
+	_, err = rec.Pass(context.Background())
+	require.Error(t, err, "nothing listens on 127.0.0.1:1")
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.passes))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.errors))
 }

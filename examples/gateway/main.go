@@ -104,7 +104,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		opts = append(opts, driver.WithLeaderElection(le))
 	}
-	rec := driver.NewReconciler(d, opts...)
+	rec, err := driver.NewReconciler(d, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway: %v\n", err)
+		return 2
+	}
 	if *once {
 		stats, err := rec.Pass(ctx)
 		log.Info("reconcile pass", "seen", stats.Seen, "actions", stats.Actions, "warnings", stats.Warnings, "errors", stats.Errors)
@@ -120,7 +124,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	go func() {
 		err := rec.Run(ctx)
 		if ctx.Err() == nil {
-			// The reconciler cannot run (a bad lease, say): stop serving.
+			// The reconciler stopped on its own: stop serving.
 			log.Error(err, "reconciler stopped")
 			cancel()
 		}
