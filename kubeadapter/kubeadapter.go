@@ -289,18 +289,10 @@ func applied(cfg *rest.Config) bool {
 	if cfg.WrapTransport == nil {
 		return false
 	}
-	rt := cfg.WrapTransport(probe{})
-	for rt != nil {
-		if _, ok := rt.(*stack); ok {
-			return true
-		}
-		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
-		if !ok {
-			return false
-		}
-		rt = w.WrappedRoundTripper()
-	}
-	return false
+	return roundtrip.Holds(cfg.WrapTransport(probe{}), func(rt http.RoundTripper) bool {
+		_, ok := rt.(*stack)
+		return ok
+	})
 }
 
 // failing reports a configuration error for every request, without sending

@@ -65,10 +65,20 @@ type ConnTracer interface {
 }
 
 // TracesConnections reports whether rt, or a RoundTripper it wraps, is a
-// ConnTracer. It looks through WrappedRoundTripper.
+// ConnTracer.
 func TracesConnections(rt http.RoundTripper) bool {
+	return Holds(rt, func(rt http.RoundTripper) bool {
+		_, ok := rt.(ConnTracer)
+		return ok
+	})
+}
+
+// Holds reports whether match holds for rt or a RoundTripper it wraps. It
+// looks through WrappedRoundTripper; a RoundTripper without that method
+// hides what is below it.
+func Holds(rt http.RoundTripper, match func(http.RoundTripper) bool) bool {
 	for rt != nil {
-		if _, ok := rt.(ConnTracer); ok {
+		if match(rt) {
 			return true
 		}
 		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
