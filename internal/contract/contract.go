@@ -38,7 +38,12 @@ const patience = 30 * time.Second
 //   - a 101 Switching Protocols response body stays an io.ReadWriteCloser
 //     that works both ways (HTTP/1.1 only: HTTP/2 has no 101);
 //   - the RoundTripper implements WrappedRoundTripper, returning what it
-//     wraps, and forwards CloseIdleConnections to it, down to the pool.
+//     wraps, and forwards CloseIdleConnections to it, down to the pool;
+//   - all of the above hold when many goroutines share one RoundTripper,
+//     with cancellations, error statuses and bodies closed half read among
+//     them, and every response carries its own request's body.
+//
+// Goroutine leaks are left to goleak in the caller's TestMain.
 func Run(t *testing.T, mw transport.Middleware) {
 	t.Helper()
 	t.Run("RequestNotModified", func(t *testing.T) { requestNotModified(t, mw) })
@@ -50,6 +55,7 @@ func Run(t *testing.T, mw transport.Middleware) {
 	// HTTP/1.1 connection of its own), so there is no HTTP/2 case to run.
 	t.Run("Upgrade", func(t *testing.T) { t.Run("HTTP/1.1", func(t *testing.T) { upgrade(t, mw) }) })
 	t.Run("Wrapper", func(t *testing.T) { wrapper(t, mw) })
+	t.Run("Concurrent", func(t *testing.T) { concurrent(t, mw) })
 }
 
 // eachProtocol serves h over HTTP/1.1 and over HTTP/2 and runs f as a

@@ -1,0 +1,315 @@
+package contract
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/kubewire/kubewire/internal/roundtrip"
+	"github.com/kubewire/kubewire/internal/testserver"
+	"github.com/kubewire/kubewire/transport"
+)
+
+// The concurrent case: goroutines share one RoundTripper, each sending
+// perGoroutine requests in turn.
+const (
+	goroutines   = 32
+	perGoroutine = 4
+)
+
+// mode is what a request of the concurrent case asks of the server and does
+// with the answer.
+type mode string
+
+const (
+	modeOK           mode = "ok"            // a 200 with a short body, read to the end
+	modeStatus       mode = "status"        // a 404 or a 500, read to the end
+	modeCancelHeader mode = "cancel-header" // cancelled once the server has it, before any answer
+	modeCancelBody   mode = "cancel-body"   // cancelled after the first line of the body
+	modePartial      mode = "partial"       // closed after the first line of the body
+)
+
+var modes = []mode{modeOK, modeStatus, modeCancelHeader, modeCancelBody, modePartial}
+
+// call is one request of the concurrent case. Its number decides its method
+// and mode, so that every mode runs with GET and with POST.
+type call struct {
+	id      int
+	method  string
+	mode    mode
+	payload string // what body reads
+	body    *Body  // nil for GET
+}
+
+func newCall(id int) *call {
+	c := &call{id: id, method: http.MethodGet, mode: modes[(id/2)%len(modes)]}
+	if id%2 == 1 {
+		c.method = http.MethodPost
+		c.payload = fmt.Sprintf("body of %d", id)
+		c.body = NewBody(c.payload)
+	}
+	return c
+}
+
+// line is the line the server answers c with, made of everything that
+// identifies c, so that a response delivered to the wrong request shows.
+func (c *call) line() string { return echoLine(strconv.Itoa(c.id), c.method, c.payload) }
+
+func echoLine(id, method, body string) string {
+	return fmt.Sprintf("%s %s %q\n", id, method, body)
+}
+
+func (c *call) status() int {
+	if c.method == http.MethodGet {
+		return http.StatusNotFound
+	}
+	return http.StatusInternalServerError
+}
+
+// echo is the server of the concurrent case. Every answer is made of
+// echoLine of the request, whatever the mode.
+type echo struct {
+	arrived sync.Map      // id -> chan struct{}, closed when that request arrives
+	stop    chan struct{} // closed when the test ends, for handlers still waiting
+}
+
+func (s *echo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return // the client gave up
+	}
+	q := r.URL.Query()
+	id := q.Get("id")
+	line := echoLine(id, r.Method, string(body))
+	w.Header().Set("X-Contract-Id", id)
+	switch mode(q.Get("mode")) {
+	case modeOK:
+		_, _ = io.WriteString(w, line)
+	case modeStatus:
+		code, _ := strconv.Atoi(q.Get("status"))
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, line)
+	case modeCancelHeader:
+		if ch, ok := s.arrived.LoadAndDelete(id); ok {
+			close(ch.(chan struct{}))
+		}
+		s.wait(r)
+	case modeCancelBody, modePartial:
+		// One line, then the stream stays open, so that the cancel or the
+		// close cuts it rather than finding it complete in a buffer.
+		_, _ = io.WriteString(w, line)
+		_ = http.NewResponseController(w).Flush()
+		s.wait(r)
+	}
+}
+
+// wait holds a request until the client cancels it or closes its body.
+func (s *echo) wait(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-s.stop:
+	}
+}
+
+// concurrent sends requests of every mode from many goroutines through one
+// RoundTripper and checks each response or error on its own, then that every
+// body, request and response, was closed.
+func concurrent(t *testing.T, mw transport.Middleware) {
+	s := &echo{stop: make(chan struct{})}
+	servers := testserver.Pair(t, s)
+	// Registered after Pair, so it runs before the servers wait for their
+	// handlers.
+	t.Cleanup(func() { close(s.stop) })
+	for _, srv := range servers {
+		t.Run(srv.Name, func(t *testing.T) {
+			base := &recorder{Wrapped: roundtrip.Wrapped{Next: srv.Base}}
+			rt := mw(base)
+			// Cancelled only if the hang guard runs out, to let the
+			// goroutines finish and report.
+			ctx, abandon := context.WithCancel(context.Background())
+			defer abandon()
+			calls := make([]*call, goroutines*perGoroutine)
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					for i := range perGoroutine {
+						c := newCall(g*perGoroutine + i)
+						calls[c.id] = c
+						c.run(ctx, t, rt, srv, s)
+					}
+				})
+			}
+			done := make(chan struct{})
+			go func() { wg.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(patience):
+				t.Errorf("requests still running after %v; cancelling them", patience)
+				abandon()
+				<-done
+			}
+
+			// net/http may close a request body after RoundTrip returns.
+			assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+				var open []int
+				for _, c := range calls {
+					if c.body != nil && !c.body.Closed() {
+						open = append(open, c.id)
+					}
+				}
+				assert.Empty(ct, open, "requests whose bodies are not closed")
+			}, patience, time.Millisecond)
+			assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+				assert.Empty(ct, base.open(), "requests whose response bodies from the pool are not closed")
+			}, patience, time.Millisecond)
+		})
+	}
+}
+
+// run sends c through rt and checks what comes back. It runs on a goroutine
+// of its own, so it asserts and returns rather than require.
+func (c *call) run(ctx context.Context, t *testing.T, rt http.RoundTripper, srv testserver.Server, s *echo) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	u := fmt.Sprintf("%s/things/%d?id=%d&mode=%s&status=%d", srv.URL, c.id, c.id, c.mode, c.status())
+	var body io.Reader
+	if c.body != nil {
+		body = c.body
+	}
+	req, err := http.NewRequestWithContext(ctx, c.method, u, body)
+	if !assert.NoError(t, err) {
+		return
+	}
+	req.Header.Set("X-Contract-Id", strconv.Itoa(c.id))
+	wantHeader := req.Header.Clone()
+	what := fmt.Sprintf("request %d (%s, %s)", c.id, c.method, c.mode)
+
+	var resp *http.Response
+	if c.mode == modeCancelHeader {
+		arrived := make(chan struct{})
+		s.arrived.Store(strconv.Itoa(c.id), arrived)
+		returned := make(chan struct{})
+		var canceller sync.WaitGroup
+		canceller.Go(func() {
+			select {
+			case <-arrived:
+				cancel()
+			case <-returned:
+			}
+		})
+		resp, err = rt.RoundTrip(req)
+		close(returned)
+		canceller.Wait()
+	} else {
+		resp, err = rt.RoundTrip(req)
+	}
+
+	assert.Equal(t, c.method, req.Method, "%s: method changed", what)
+	assert.Equal(t, u, req.URL.String(), "%s: URL changed", what)
+	assert.Equal(t, wantHeader, req.Header, "%s: headers changed", what)
+	if c.body != nil {
+		assert.Same(t, c.body, req.Body, "%s: body replaced", what)
+	}
+	switch {
+	case err != nil && resp != nil:
+		t.Errorf("%s: a response (%d) came with the error %v", what, resp.StatusCode, err)
+		_ = resp.Body.Close()
+		return
+	case err != nil:
+		if c.mode == modeCancelHeader {
+			assert.ErrorIs(t, err, context.Canceled, "%s", what)
+		} else {
+			t.Errorf("%s: %v", what, err)
+		}
+		return
+	case resp == nil:
+		t.Errorf("%s: neither a response nor an error", what)
+		return
+	}
+	defer func() { assert.NoError(t, resp.Body.Close(), "%s: closing the response body", what) }()
+	if c.mode == modeCancelHeader {
+		t.Errorf("%s: a response (%d) to a request cancelled before the server answered", what, resp.StatusCode)
+		return
+	}
+	assert.Equal(t, protoMajor(srv), resp.ProtoMajor, "%s", what)
+	assert.Equal(t, strconv.Itoa(c.id), resp.Header.Get("X-Contract-Id"), "%s: another request's response", what)
+	want := http.StatusOK
+	if c.mode == modeStatus {
+		want = c.status()
+	}
+	assert.Equal(t, want, resp.StatusCode, "%s", what)
+
+	line := c.line()
+	switch c.mode {
+	case modeOK, modeStatus:
+		b, err := io.ReadAll(resp.Body)
+		assert.NoError(t, err, "%s", what)
+		assert.Equal(t, line, string(b), "%s: body", what)
+	case modeCancelBody, modePartial:
+		first := make([]byte, len(line))
+		_, err := io.ReadFull(resp.Body, first)
+		assert.NoError(t, err, "%s", what)
+		assert.Equal(t, line, string(first), "%s: first line of the body", what)
+		if c.mode == modePartial {
+			return
+		}
+		cancel()
+		rest, err := io.ReadAll(resp.Body)
+		assert.ErrorIs(t, err, context.Canceled, "%s: reading on after the cancel", what)
+		assert.Empty(t, rest, "%s: the server sent one line only", what)
+	}
+}
+
+// recorder is the base transport of the concurrent case. It records every
+// response body the pool hands out, to check that the middleware closes
+// each one, including those it never passes on.
+type recorder struct {
+	roundtrip.Wrapped
+	mu     sync.Mutex
+	bodies []*recordedBody
+}
+
+type recordedBody struct {
+	io.ReadCloser
+	id     string
+	closed atomic.Bool
+}
+
+func (b *recordedBody) Close() error {
+	b.closed.Store(true)
+	return b.ReadCloser.Close()
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.Next.RoundTrip(req)
+	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
+		return resp, err
+	}
+	b := &recordedBody{ReadCloser: resp.Body, id: req.URL.Query().Get("id")}
+	r.mu.Lock()
+	r.bodies = append(r.bodies, b)
+	r.mu.Unlock()
+	resp.Body = b
+	return resp, nil
+}
+
+// open returns the ids of the requests whose response bodies are not closed.
+func (r *recorder) open() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for _, b := range r.bodies {
+		if !b.closed.Load() {
+			ids = append(ids, b.id)
+		}
+	}
+	return ids
+}
