@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"sync"
@@ -131,7 +132,8 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	// the phases cost a hook each, so they are recorded only for a reader:
 	// an observer, or a logger that logs every attempt.
 	t.trace.GotConn = t.gotConn
-	if rt.cfg.observer != nil || log.V(rt.cfg.verbosity).Enabled() {
+	verbose := log.V(rt.cfg.verbosity).Enabled()
+	if rt.cfg.observer != nil || verbose {
 		t.timed = true
 		t.trace.TLSHandshakeStart = t.tlsStart
 		t.trace.WroteRequest = t.wroteRequest
@@ -147,14 +149,19 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.a.Err = err
 	} else {
 		t.a.StatusCode = resp.StatusCode
-		if t.a.HasConn && resp.Proto != "" {
-			t.a.Conn.Proto = resp.Proto
-		}
 	}
+	switch {
+	case !t.a.HasConn:
+	case resp != nil && resp.Proto != "":
+		t.a.Conn.Proto = resp.Proto
+	default:
+		t.a.Conn.Proto = protoOf(t.conn)
+	}
+	t.conn = nil
 	a := t.a
 	t.mu.Unlock()
 
-	rt.report(t.log, a, t.timed)
+	rt.report(t.log, a, t.timed, verbose)
 	if err != nil {
 		a.Err = nil
 		return nil, &Error{Attempt: a, Err: err}
@@ -166,7 +173,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-func (rt *roundTripper) report(log logr.Logger, a Attempt, timed bool) {
+func (rt *roundTripper) report(log logr.Logger, a Attempt, timed, verbose bool) {
 	if rt.cfg.observer != nil {
 		rt.cfg.observer(a)
 	}
@@ -175,14 +182,12 @@ func (rt *roundTripper) report(log logr.Logger, a Attempt, timed bool) {
 		log.Info("request failed on a reused connection", append(keysAndValues(a, timed), "err", a.Err)...)
 	case len(a.Earlier) > 0:
 		log.Info("net/http re-sent the request on another connection after a failure on a reused one; the server may have executed it twice", keysAndValues(a, timed)...)
-	default:
-		if v := log.V(rt.cfg.verbosity); v.Enabled() {
-			kv := keysAndValues(a, timed)
-			if a.Err != nil {
-				kv = append(kv, "err", a.Err)
-			}
-			v.Info("request attempt", kv...)
+	case verbose:
+		kv := keysAndValues(a, timed)
+		if a.Err != nil {
+			kv = append(kv, "err", a.Err)
 		}
+		log.V(rt.cfg.verbosity).Info("request attempt", kv...)
 	}
 }
 
@@ -228,6 +233,9 @@ type tracer struct {
 	trace httptrace.ClientTrace
 	log   logr.Logger
 	timed bool // the phases are hooked
+	// conn is the connection of t.a.Conn until RoundTrip returns; its
+	// protocol is read from it only when no response says it.
+	conn net.Conn
 
 	mu       sync.Mutex
 	a        Attempt
@@ -242,20 +250,18 @@ func (t *tracer) gotConn(info httptrace.GotConnInfo) {
 		Reused:   info.Reused,
 		WasIdle:  info.WasIdle,
 		IdleTime: info.IdleTime,
-		Proto:    "HTTP/1.1",
 	}
 	if info.Conn != nil {
 		c.LocalAddr, c.RemoteAddr = info.Conn.LocalAddr(), info.Conn.RemoteAddr()
-		if tc, ok := info.Conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
-			c.Proto = "HTTP/2.0"
-		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.a.HasConn {
+		t.a.Conn.Proto = protoOf(t.conn)
 		t.a.Earlier = append(t.a.Earlier, t.a.Conn)
 		t.a.WroteRequest, t.a.FirstByte = 0, 0
 	}
+	t.conn = info.Conn
 	t.a.HasConn = true
 	t.a.Conn = c
 	t.a.GotConn = now.Sub(t.a.Start)
@@ -288,6 +294,15 @@ func (t *tracer) firstByte() {
 	t.mu.Lock()
 	t.a.FirstByte = time.Since(t.a.Start)
 	t.mu.Unlock()
+}
+
+// protoOf returns the protocol a connection speaks, by the protocol its TLS
+// handshake negotiated: for an attempt no response describes.
+func protoOf(c net.Conn) string {
+	if tc, ok := c.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+		return "HTTP/2.0"
+	}
+	return "HTTP/1.1"
 }
 
 // Read reads the response body and annotates its errors with the connection.
