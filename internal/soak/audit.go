@@ -20,19 +20,23 @@ import (
 
 // AuditPolicy is the kube-apiserver audit policy of a soak. Every request
 // is logged once, when its response is complete (or the handler
-// panicked). Writes of sandboxes and network policies carry their request
-// and response bodies: the checker compares request bodies to find a
-// write sent twice, and reads the resulting objects. Everything else
-// carries its metadata.
+// panicked). Writes of sandboxes and network policies, and gets of
+// sandboxes, carry their request and response bodies: the checker
+// compares request bodies to find a write sent twice, and reads the
+// objects the API server answered, every version anyone saw. Everything
+// else carries its metadata.
 const AuditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted"]
 rules:
 - level: RequestResponse
-  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  verbs: ["get", "create", "update", "patch", "delete", "deletecollection"]
   resources:
   - group: agents.x-k8s.io
     resources: ["sandboxes", "sandboxes/status"]
+- level: RequestResponse
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  resources:
   - group: networking.k8s.io
     resources: ["networkpolicies"]
 - level: Metadata
@@ -81,6 +85,12 @@ func (e Event) write() bool {
 // ok reports whether the API server answered 2xx.
 func (e Event) ok() bool { return e.Code >= 200 && e.Code < 300 }
 
+// maybe reports whether a write may have been applied though the API
+// server answered no success: it answers 504 when the client went away
+// while the write was in flight (the handler stops waiting; the storage
+// write goes on), 5xx on other trouble, nothing if the handler panicked.
+func (e Event) maybe() bool { return e.Code == 0 || e.Code >= 500 }
+
 // ReadAudit reads an audit log in the JSON format of audit.k8s.io/v1,
 // keeping the events of the ResponseComplete and Panic stages.
 func ReadAudit(r io.Reader) ([]Event, error) {
@@ -114,7 +124,7 @@ func ReadAudit(r io.Reader) ([]Event, error) {
 			sum := sha256.Sum256(ev.RequestObject.Raw)
 			e.BodyHash = hex.EncodeToString(sum[:12])
 		}
-		if ev.ResponseObject != nil && e.write() && e.ok() {
+		if ev.ResponseObject != nil && (e.write() || e.Verb == "get") && e.ok() {
 			if e.Object, err = readObject(ev.ResponseObject.Raw); err != nil {
 				return nil, fmt.Errorf("audit event %d (%s %s %s/%s): %w", n, e.Verb, e.Resource, e.Namespace, e.Name, err)
 			}

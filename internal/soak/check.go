@@ -108,7 +108,10 @@ func percentiles(v []float64) Percentiles {
 type Result struct {
 	Ops        int                                 `json:"ops"`
 	ByKind     map[Kind]map[Outcome]int            `json:"byKind"`
-	Unknown    struct{ Executed, NotExecuted int } `json:"unknownResolved"`
+	// Unknown counts the writes whose outcome the client did not learn,
+	// by what the audit log shows: answered 2xx, reached the API server
+	// without a success answer, never reached it.
+	Unknown struct{ Applied, Reached, NotReached int } `json:"unknownWrites"`
 	Sandboxes  int                                 `json:"sandboxes"`
 	Duplicates []Duplicate                         `json:"duplicates,omitempty"`
 	// DuplicateWrites counts executions beyond the first of writes not
@@ -144,15 +147,31 @@ func (r *Result) Failed() bool {
 	return r.DuplicateWrites > 0 || r.LostAcknowledged > 0 || r.StateDisagreements > 0
 }
 
-// entry is one successful write of a sandbox in the record.
+// entry is one version of a sandbox in the record, or its deletion.
 type entry struct {
 	rv      uint64
 	deleted bool
 	state   State
-	op      string
-	byGW    bool // the gateway's user
-	verb    string
-	sub     string
+	// at is when the API server received the request that wrote it, or
+	// that first read it.
+	at time.Time
+	// op and byGW name the writer; read is set when only a read shows the
+	// version, and carried when a write shows it that cannot have changed
+	// the intent (a write of the status subresource): then the writer is
+	// a write the record holds no answer of (see maybeWrite).
+	op           string
+	byGW         bool
+	verb, sub    string
+	read, maybeW bool
+}
+
+// maybeWrite is a write of a sandbox the API server answered 5xx or not
+// at all: it may have been applied.
+type maybeWrite struct {
+	op   string
+	byGW bool
+	verb string
+	at   time.Time
 }
 
 // fenceVersion is one state of the fence in the record.
@@ -189,20 +208,22 @@ func Check(in Input) *Result {
 	r.latency(in)
 
 	record, fences := records(in)
-	written := map[string]bool{}
-	for _, es := range record {
-		for _, e := range es {
-			if e.op != "" {
-				written[e.op] = true
-			}
+	reached, applied := map[string]bool{}, map[string]bool{}
+	for _, e := range in.Audit {
+		if op, _, ok := ParseAuditID(e.AuditID); ok && e.write() {
+			reached[op] = true
+			applied[op] = applied[op] || e.ok()
 		}
 	}
 	for _, op := range in.History {
 		if op.Outcome == Unknown && op.Kind.writes() {
-			if written[op.ID] {
-				r.Unknown.Executed++
-			} else {
-				r.Unknown.NotExecuted++
+			switch {
+			case applied[op.ID]:
+				r.Unknown.Applied++
+			case reached[op.ID]:
+				r.Unknown.Reached++
+			default:
+				r.Unknown.NotReached++
 			}
 		}
 	}
@@ -311,67 +332,117 @@ func (r *Result) latency(in Input) {
 	r.LatencyClean, r.LatencyFaulted = percentiles(clean), percentiles(faulted)
 }
 
-// records orders the successful writes of each sandbox, and of the fence,
-// by resourceVersion: kube-apiserver's resourceVersions are etcd
-// revisions, one sequence for the whole cluster. A delete answers no
-// resourceVersion, only the uid it removed: it comes right after the last
-// version of that uid.
-func records(in Input) (map[string][]entry, []fenceVersion) {
-	record := map[string][]entry{}
+// record is what the audit log shows of one sandbox: its versions and
+// deletions in order, and the writes that may have been applied unseen.
+type record struct {
+	es     []entry
+	maybes []maybeWrite
+}
+
+// records orders the versions of each sandbox by resourceVersion:
+// kube-apiserver's resourceVersions are etcd revisions, one sequence for
+// the whole cluster. A version is known from the answer of a successful
+// write or get. A delete answers no resourceVersion, only the uid it
+// removed: it comes right after the last version of that uid. A delete
+// answered 5xx counts as applied when no other delete of the uid succeeded
+// and the uid is never seen after it. The fence's versions come from its
+// successful writes.
+func records(in Input) (map[string]*record, []fenceVersion) {
+	type key struct {
+		uid string
+		rv  uint64
+	}
+	versions := map[string]map[key]entry{}
 	deletes := map[string][]entry{}
+	maybeDeletes := map[string][]entry{}
+	out := map[string]*record{}
 	var fences []fenceVersion
 	for _, e := range in.Audit {
-		if e.Namespace != in.Namespace || !e.write() || !e.ok() {
+		if e.Namespace != in.Namespace {
 			continue
 		}
 		op, _, _ := ParseAuditID(e.AuditID)
-		switch e.Resource {
-		case "networkpolicies":
-			if e.Object != nil && e.Verb != "delete" {
+		if e.Resource == "networkpolicies" {
+			if e.write() && e.ok() && e.Object != nil && e.Verb != "delete" {
 				fences = append(fences, fenceVersion{rv: parseRV(e.Object.ResourceVersion), uid: e.Object.UID, gen: e.Object.Generation})
 			}
-		case "sandboxes":
-			en := entry{op: op, byGW: e.User == in.GatewayUser, verb: e.Verb, sub: e.Subresource}
-			switch {
-			case e.Verb == "delete":
-				en.deleted = true
-				if e.Object != nil {
-					en.state.UID = e.Object.UID
-				}
-				deletes[e.Name] = append(deletes[e.Name], en)
-				continue
-			case e.Object != nil:
-				en.state = e.Object.state()
-				en.rv = parseRV(e.Object.ResourceVersion)
-			default:
-				continue
+			continue
+		}
+		if e.Resource != "sandboxes" || !e.write() && e.Verb != "get" {
+			continue
+		}
+		if out[e.Name] == nil {
+			out[e.Name] = &record{}
+			versions[e.Name] = map[key]entry{}
+		}
+		en := entry{op: op, byGW: e.User == in.GatewayUser, verb: e.Verb, sub: e.Subresource, at: e.Received}
+		switch {
+		case e.Verb == "delete" && e.ok() && e.Object != nil:
+			en.deleted, en.state.UID = true, e.Object.UID
+			deletes[e.Name] = append(deletes[e.Name], en)
+		case e.Verb == "delete" && e.maybe():
+			en.deleted, en.maybeW = true, true
+			maybeDeletes[e.Name] = append(maybeDeletes[e.Name], en)
+		case e.write() && e.maybe():
+			out[e.Name].maybes = append(out[e.Name].maybes, maybeWrite{op: op, byGW: en.byGW, verb: e.Verb, at: e.Received})
+		case e.ok() && e.Object != nil:
+			en.state, en.rv = e.Object.state(), parseRV(e.Object.ResourceVersion)
+			en.read = e.Verb == "get" || e.Subresource == "status"
+			k := key{en.state.UID, en.rv}
+			if old, ok := versions[e.Name][k]; !ok || old.read && !en.read || old.read && en.read && en.at.Before(old.at) {
+				versions[e.Name][k] = en
 			}
-			record[e.Name] = append(record[e.Name], en)
 		}
 	}
-	for name, es := range record {
-		slices.SortStableFunc(es, func(a, b entry) int { return cmp.Compare(a.rv, b.rv) })
-		for _, d := range deletes[name] {
-			i := slices.IndexFunc(es, func(e entry) bool { return !e.deleted && e.state.UID == d.state.UID })
+	for name, r := range out {
+		for _, en := range versions[name] {
+			r.es = append(r.es, en)
+		}
+		slices.SortFunc(r.es, func(a, b entry) int { return cmp.Compare(a.rv, b.rv) })
+		dels := deletes[name]
+		for _, d := range maybeDeletes[name] {
+			// The uid of a delete answered 5xx is the one the op's
+			// preconditions named; the last version before it stands in.
+			i := lastBefore(r.es, d.at)
 			if i < 0 {
-				es = append(es, d)
 				continue
 			}
-			for i+1 < len(es) && es[i+1].state.UID == d.state.UID {
-				i++
+			d.state.UID = r.es[i].state.UID
+			gone := !slices.ContainsFunc(dels, func(x entry) bool { return x.state.UID == d.state.UID }) &&
+				!slices.ContainsFunc(r.es, func(x entry) bool { return x.state.UID == d.state.UID && x.at.After(d.at) })
+			if _, final := in.Final[name]; gone && (!final || in.Final[name].UID != d.state.UID) &&
+				!slices.ContainsFunc(dels, func(x entry) bool { return x.state.UID == d.state.UID }) {
+				dels = append(dels, d)
 			}
-			d.rv = es[i].rv
-			es = slices.Insert(es, i+1, d)
 		}
-		record[name] = es
-	}
-	for name, ds := range deletes {
-		if _, ok := record[name]; !ok {
-			record[name] = ds
+		for _, d := range dels {
+			i := -1
+			for j, x := range r.es {
+				if !x.deleted && x.state.UID == d.state.UID {
+					i = j
+				}
+			}
+			if i < 0 {
+				r.es = append(r.es, d)
+				continue
+			}
+			d.rv = r.es[i].rv
+			r.es = slices.Insert(r.es, i+1, d)
 		}
 	}
 	slices.SortFunc(fences, func(a, b fenceVersion) int { return cmp.Compare(a.rv, b.rv) })
-	return record, fences
+	return out, fences
+}
+
+// lastBefore returns the index of the last version received before t.
+func lastBefore(es []entry, t time.Time) int {
+	i := -1
+	for j, e := range es {
+		if !e.deleted && e.at.Before(t) && (i < 0 || e.rv > es[i].rv) {
+			i = j
+		}
+	}
+	return i
 }
 
 func parseRV(s string) uint64 {
@@ -382,7 +453,11 @@ func parseRV(s string) uint64 {
 // checkSandbox checks one sandbox: every acknowledgement is in the
 // record, nothing but a later operation or the reconciler's suspension
 // for a fence change undoes it, and the final state is the record's last.
-func (r *Result) checkSandbox(name string, history []*Op, es []entry, fences []fenceVersion, in Input) {
+func (r *Result) checkSandbox(name string, history []*Op, rec *record, fences []fenceVersion, in Input) {
+	if rec == nil {
+		rec = &record{}
+	}
+	es := rec.es
 	index := map[string]int{}
 	for i, op := range history {
 		index[op.ID] = i
@@ -401,27 +476,48 @@ func (r *Result) checkSandbox(name string, history []*Op, es []entry, fences []f
 		return states[i-1]
 	}
 	// explained reports whether es[i], which changed the intent, may come
-	// after the acknowledgement of history[acked]: it is a later operation's
-	// write, or the reconciler suspending a sandbox the fence moved past.
+	// after the acknowledgement of history[acked] (-1: of none): it is a
+	// later operation's write, or the reconciler suspending a sandbox the
+	// fence moved past; or, when the record holds no answer of the write
+	// that made the version, a write of such a kind that the API server
+	// answered 5xx or not at all before the version was seen.
 	explained := func(i, acked int) (bool, string) {
 		e := es[i]
-		if j, ok := index[e.op]; ok {
-			if j > acked {
+		b, a := before(i), states[i]
+		suspends := e.byGW && b.Exists && a.Exists && b.UID == a.UID && b.Running && !a.Running
+		staleFence := func(rv uint64) bool {
+			live, ok := fenceAt(fences, rv)
+			return !ok || live.uid != b.FenceUID || live.gen != b.FenceGeneration
+		}
+		if !e.read {
+			if j, ok := index[e.op]; ok {
+				if j > acked {
+					return true, ""
+				}
+				return false, fmt.Sprintf("%s by %s after the acknowledged version", e.verb, e.op)
+			}
+			if e.op != "" {
+				return false, fmt.Sprintf("%s by %s, an operation on another sandbox", e.verb, e.op)
+			}
+			if suspends && e.op == "" {
+				if staleFence(e.rv) {
+					return true, ""
+				}
+				return false, fmt.Sprintf("the reconciler suspended it at rv %d inside the live fence (generation %d)", e.rv, b.FenceGeneration)
+			}
+		}
+		for _, m := range rec.maybes {
+			if !m.at.Before(e.at) {
+				continue
+			}
+			if j, ok := index[m.op]; ok && j > acked {
 				return true, ""
 			}
-			return false, fmt.Sprintf("%s by %s after the acknowledged version", e.verb, e.op)
+			if m.op == "" && m.byGW && b.Running && !a.Running && staleFence(e.rv) {
+				return true, ""
+			}
 		}
-		if e.op != "" {
-			return false, fmt.Sprintf("%s by %s, an operation on another sandbox", e.verb, e.op)
-		}
-		b, a := before(i), states[i]
-		if !e.byGW || !b.Exists || !a.Exists || b.UID != a.UID || !b.Running || a.Running {
-			return false, fmt.Sprintf("%s%s at rv %d by a client other than the operations and the reconciler: %s -> %s", e.verb, sub(e.sub), e.rv, b, a)
-		}
-		if live, ok := fenceAt(fences, e.rv); ok && live.uid == b.FenceUID && live.gen == b.FenceGeneration {
-			return false, fmt.Sprintf("the reconciler suspended it at rv %d inside the live fence (generation %d)", e.rv, live.gen)
-		}
-		return true, ""
+		return false, fmt.Sprintf("%s%s at rv %d by %s: %s -> %s, and no write answered 5xx explains it", e.verb, sub(e.sub), e.rv, writer(e), b, a)
 	}
 
 	reported := map[int]bool{}
@@ -488,6 +584,18 @@ func (r *Result) checkSandbox(name string, history []*Op, es []entry, fences []f
 	} else if exists && final.Running && (final.FenceUID != in.FinalFence.FenceUID || final.FenceGeneration != in.FinalFence.FenceGeneration) {
 		r.violate(Violation{Kind: ViolationNotConverged, Name: name, Detail: fmt.Sprintf("%s, outside the final fence (generation %d)", final, in.FinalFence.FenceGeneration)})
 	}
+}
+
+func writer(e entry) string {
+	switch {
+	case e.read:
+		return "a read (the write that made it has no answer in the record)"
+	case e.op != "":
+		return e.op
+	case e.byGW:
+		return "the reconciler"
+	}
+	return "a client other than the gateway"
 }
 
 func stateOf(s State, exists bool) State {

@@ -27,7 +27,8 @@ type ev struct {
 	req, resp                      string
 }
 
-func (e ev) line() string {
+// line is the event as logged; i orders the events in time.
+func (e ev) line(i int) string {
 	group := "agents.x-k8s.io"
 	if e.res == "networkpolicies" {
 		group = "networking.k8s.io"
@@ -39,7 +40,8 @@ func (e ev) line() string {
 		"sourceIPs": []string{"127.0.0.1"}, "userAgent": "soak.test",
 		"objectRef":                map[string]any{"resource": e.res, "namespace": ns, "name": e.name, "apiGroup": group, "apiVersion": "v1beta1", "subresource": e.sub},
 		"responseStatus":           map[string]any{"metadata": map[string]any{}, "code": e.code},
-		"requestReceivedTimestamp": "2026-01-02T03:04:05.000000Z", "stageTimestamp": "2026-01-02T03:04:05.010000Z",
+		"requestReceivedTimestamp": t0.Add(time.Duration(i) * time.Millisecond).Format("2006-01-02T15:04:05.000000Z07:00"),
+		"stageTimestamp":           t0.Add(time.Duration(i)*time.Millisecond + 500*time.Microsecond).Format("2006-01-02T15:04:05.000000Z07:00"),
 	}
 	if e.req != "" {
 		m["requestObject"] = json.RawMessage(e.req)
@@ -83,8 +85,8 @@ func op(id string, kind Kind, at int, outcome Outcome, s *State) Op {
 func audit(t *testing.T, evs ...ev) []Event {
 	t.Helper()
 	var b strings.Builder
-	for _, e := range evs {
-		b.WriteString(e.line() + "\n")
+	for i, e := range evs {
+		b.WriteString(e.line(i) + "\n")
 	}
 	out, err := ReadAudit(strings.NewReader(b.String()))
 	require.NoError(t, err)
@@ -308,8 +310,9 @@ func TestCheckUnknownResolved(t *testing.T) {
 	r := Check(Input{History: h, Audit: audit(t, base()...), GatewayUser: gw, Namespace: ns,
 		Final: map[string]State{"a": *state("u1", 12, false, 1)}, FinalFence: State{FenceUID: "f1", FenceGeneration: 1}})
 	assert.Empty(t, r.Violations)
-	assert.Equal(t, 2, r.Unknown.Executed)
-	assert.Equal(t, 1, r.Unknown.NotExecuted)
+	assert.Equal(t, 2, r.Unknown.Applied)
+	assert.Equal(t, 0, r.Unknown.Reached)
+	assert.Equal(t, 1, r.Unknown.NotReached)
 	assert.Equal(t, map[Outcome]int{Unknown: 1}, r.ByKind[Start])
 }
 
@@ -341,4 +344,38 @@ func TestCheckUnexplained(t *testing.T) {
 	require.Len(t, r.Violations, 1)
 	assert.Equal(t, ViolationUnexplained, r.Violations[0].Kind)
 	assert.Equal(t, 1, r.StateDisagreements)
+}
+
+// TestCheckAnswered5xx: a write whose client went away while it was in
+// flight is logged 504, yet applied; what follows in the record shows it.
+func TestCheckAnswered5xx(t *testing.T) {
+	t.Run("a delete answered 504, then 404 to the retry", func(t *testing.T) {
+		evs := append(base(),
+			ev{id: "op-000003/idempotent", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200, resp: sandbox("u1", 12, false, 1)},
+			ev{id: "op-000003/idempotent", verb: "delete", user: gw, res: "sandboxes", name: "a", code: 504, req: `{"preconditions":{"uid":"u1"}}`},
+			ev{id: "op-000003/idempotent", verb: "delete", user: gw, res: "sandboxes", name: "a", code: 404, req: `{"preconditions":{"uid":"u1"}}`},
+		)
+		h := append(baseHistory(), op("op-000003", Delete, 3, OK, nil))
+		r := Check(Input{History: h, Audit: audit(t, evs...), GatewayUser: gw, Namespace: ns, Final: map[string]State{}, FinalFence: State{FenceUID: "f1", FenceGeneration: 1}})
+		assert.Empty(t, r.Violations)
+		assert.Equal(t, 1, r.IdempotentReexecutions)
+	})
+	t.Run("a start answered 504; the driver's read shows it applied", func(t *testing.T) {
+		evs := append(base(),
+			ev{id: "op-000003", verb: "patch", user: gw, res: "sandboxes", name: "a", code: 504, req: `{"metadata":{"resourceVersion":"12"}}`},
+			ev{id: "op-000004", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200, resp: sandbox("u1", 13, true, 1)},
+		)
+		h := append(baseHistory(), op("op-000003", Start, 3, Unknown, nil), op("op-000004", Get, 4, OK, state("u1", 13, true, 1)))
+		r := Check(Input{History: h, Audit: audit(t, evs...), GatewayUser: gw, Namespace: ns, Final: map[string]State{"a": *state("u1", 13, true, 1)}, FinalFence: State{FenceUID: "f1", FenceGeneration: 1}})
+		assert.Empty(t, r.Violations)
+		assert.Equal(t, 1, r.Unknown.Reached)
+	})
+	t.Run("a change only a read shows, and no write answered 5xx", func(t *testing.T) {
+		evs := append(base(), ev{id: "op-000004", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200, resp: sandbox("u1", 13, true, 1)})
+		h := append(baseHistory(), op("op-000004", Get, 4, OK, state("u1", 13, true, 1)))
+		r := Check(Input{History: h, Audit: audit(t, evs...), GatewayUser: gw, Namespace: ns, Final: map[string]State{"a": *state("u1", 13, true, 1)}, FinalFence: State{FenceUID: "f1", FenceGeneration: 1}})
+		require.Len(t, r.Violations, 1, "%+v", r.Violations)
+		assert.Equal(t, ViolationAckUndone, r.Violations[0].Kind)
+		assert.Contains(t, r.Violations[0].Detail, "no write answered 5xx explains it")
+	})
 }
