@@ -39,7 +39,7 @@ func TestSoak(t *testing.T) {
 // TestSoakCatchesDuplicates runs the gateway on a deliberately broken
 // client, one that re-sends a POST that failed on a reset, under resets
 // after the server answered: the checker must report the duplicated
-// creates, as many as the broken client re-sent and the server answered.
+// creates, and never as marked idempotent.
 func TestSoakCatchesDuplicates(t *testing.T) {
 	c := soak.DefaultConfig()
 	c.Duration = 10 * time.Second

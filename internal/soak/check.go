@@ -106,14 +106,14 @@ func percentiles(v []float64) Percentiles {
 
 // Result is the checker's verdict on the history and the audit log.
 type Result struct {
-	Ops        int                                 `json:"ops"`
-	ByKind     map[Kind]map[Outcome]int            `json:"byKind"`
+	Ops    int                      `json:"ops"`
+	ByKind map[Kind]map[Outcome]int `json:"byKind"`
 	// Unknown counts the writes whose outcome the client did not learn,
 	// by what the audit log shows: answered 2xx, reached the API server
 	// without a success answer, never reached it.
-	Unknown struct{ Applied, Reached, NotReached int } `json:"unknownWrites"`
-	Sandboxes  int                                 `json:"sandboxes"`
-	Duplicates []Duplicate                         `json:"duplicates,omitempty"`
+	Unknown    struct{ Applied, Reached, NotReached int } `json:"unknownWrites"`
+	Sandboxes  int                                        `json:"sandboxes"`
+	Duplicates []Duplicate                                `json:"duplicates,omitempty"`
 	// DuplicateWrites counts executions beyond the first of writes not
 	// marked idempotent, creates included; DuplicateCreates the creates
 	// among them. Both must be 0.
