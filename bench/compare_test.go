@@ -7,10 +7,12 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/httptrace/otelhttptrace"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/kubewire/kubewire/metrics"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
@@ -47,6 +49,14 @@ func benchCandidate(b *testing.B, ownDeadline bool, wrap func(http.RoundTripper)
 // timeout, which gives the deadline.
 func BenchmarkKubewire(b *testing.B) {
 	benchCandidate(b, true, transport.Chain(retry.New(), pooltrace.New(), timeout.New(budget)))
+}
+
+// BenchmarkKubewireMetrics is the same stack observed by the metrics
+// package: its cost over BenchmarkKubewire is what the metrics cost.
+func BenchmarkKubewireMetrics(b *testing.B) {
+	m := metrics.New()
+	prometheus.NewRegistry().MustRegister(m)
+	benchCandidate(b, true, m.Stack(budget))
 }
 
 // BenchmarkRetryableHTTP is hashicorp/go-retryablehttp's RoundTripper with

@@ -17,9 +17,9 @@ import (
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/repro"
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
-	"github.com/kubewire/kubewire/transport"
 )
 
 // BenchmarkIdleEdge sends requests after idle gaps spread evenly over the
@@ -57,7 +57,7 @@ func BenchmarkIdleEdge(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					defer transport.CloseIdleConnections(rt)
+					defer roundtrip.CloseIdleConnections(rt)
 					r := repro.Probe(context.Background(), s, rt, method, gap, fmt.Sprintf("%s-%d-%d", client, i, j))
 					failed := r.Err != nil || r.Executions != 1
 					mu.Lock()

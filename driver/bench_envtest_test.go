@@ -124,7 +124,7 @@ func BenchmarkRunIdle(b *testing.B) {
 			}
 			defer d.Close()
 			before := heap()
-			rec := driver.NewReconciler(d)
+			rec := newReconciler(b, d)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- rec.Run(ctx) }()
@@ -173,7 +173,7 @@ func BenchmarkFenceChange(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				rec := driver.NewReconciler(d, driver.WithWriteLimit(float64(rate.Inf), 1), driver.WithPeriod(time.Hour))
+				rec := newReconciler(b, d, driver.WithWriteLimit(float64(rate.Inf), 1), driver.WithPeriod(time.Hour))
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
 				if mode == "events" {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-
-	"github.com/kubewire/kubewire/driver"
 )
 
 // BenchmarkPass runs a reconcile pass over converged sandboxes (suspended,
@@ -21,7 +19,7 @@ func BenchmarkPass(b *testing.B) {
 			for i := 0; i < n; i++ {
 				a.addSandbox("team-a", fmt.Sprintf("sb-%05d", i), false, "fence-a", 1)
 			}
-			r := driver.NewReconciler(newDriver(b, a, nil))
+			r := newReconciler(b, newDriver(b, a, nil))
 			ctx := context.Background()
 			if _, err := r.Pass(ctx); err != nil { // probe and warm the pool
 				b.Fatal(err)

@@ -10,7 +10,7 @@
 // own API types and generated clientset. Every client it makes goes
 // through kubeadapter.Apply: per-request budgets, connection facts in
 // errors, and retries of transport errors. Stop and delete are idempotent by
-// meaning and are marked so (retry.WithIdempotent). Writes are JSON merge
+// meaning and are marked so (retry.ContextWithIdempotent). Writes are JSON merge
 // patches guarded by metadata.resourceVersion; a 409 Conflict re-reads and
 // decides again; a patch that would change nothing is not sent. Create
 // checks what the CRD requires (a pod template with named containers) and
@@ -73,10 +73,27 @@
 // as a safety net, so that it never beats in step with a timeout of the
 // same length. Pass also works alone, reading from the API server.
 //
+// [NewReconciler] starts nothing, and refuses an invalid option with an
+// error naming the option and the value; each option's doc states its
+// default and its bounds.
+//
 // With [WithLeaderElection] several replicas share the work through a
 // coordination.k8s.io/v1 Lease: all keep warm caches, only the leader
 // writes, and a leader that loses the lease stops its workers before it
 // releases it.
+//
+// # Observing
+//
+// [WithObserver] reports the counts of each pass; [WithActionObserver]
+// reports each action carried out and each failure, in passes and in Run's
+// workers, with the time from a fence change to the suspension that
+// answered it; [Reconciler.QueueDepth] reads the work queue. Package
+// [github.com/kubewire/kubewire/driver/drivermetrics] turns them into
+// Prometheus collectors; this package imports no metrics library. The work
+// queue is named "kubewire-driver": where client-go's workqueue has a
+// metrics provider (workqueue.SetProvider; controller-runtime installs one
+// that registers in its own registry), client-go's workqueue_* metrics
+// appear for it under that name.
 //
 // Events are events.k8s.io/v1 Events written by client-go's recorder
 // (k8s.io/client-go/tools/events) in the background; repeats of one Event

@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
@@ -104,6 +106,82 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	assert.Error(t, err)
 }
 
+func TestNewReconcilerRejectsBadOptions(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
+	require.NoError(t, err)
+	defer d.Close()
+	le := func(f func(*driver.LeaderElection)) driver.ReconcilerOption {
+		le := driver.LeaderElection{Namespace: "a", Name: "gw-reconciler"}
+		f(&le)
+		return driver.WithLeaderElection(le)
+	}
+	tests := []struct {
+		give driver.ReconcilerOption
+		want string
+	}{
+		{driver.WithPeriod(200 * time.Millisecond), "driver: WithPeriod must be at least 1s, got 200ms"},
+		{driver.WithPeriod(0), "driver: WithPeriod must be at least 1s, got 0s"},
+		{driver.WithJitter(0.7), "driver: WithJitter must be between 0.1 and 0.5, got 0.7"},
+		{driver.WithJitter(0), "driver: WithJitter must be between 0.1 and 0.5, got 0"},
+		{driver.WithJitter(math.NaN()), "driver: WithJitter must be between 0.1 and 0.5, got NaN"},
+		{driver.WithBootstrapGrace(0), "driver: WithBootstrapGrace must be positive, got 0s"},
+		{driver.WithBootstrapGrace(-time.Minute), "driver: WithBootstrapGrace must be positive, got -1m0s"},
+		{driver.WithWorkers(0), "driver: WithWorkers must be at least 1, got 0"},
+		{driver.WithWriteLimit(0, 10), "driver: WithWriteLimit qps must be positive, got 0"},
+		{driver.WithWriteLimit(-5, 10), "driver: WithWriteLimit qps must be positive, got -5"},
+		{driver.WithWriteLimit(math.NaN(), 10), "driver: WithWriteLimit qps must be positive, got NaN"},
+		{driver.WithWriteLimit(50, 0), "driver: WithWriteLimit burst must be at least 1, got 0"},
+		{driver.WithObserver(nil), "driver: WithObserver must not be nil"},
+		{driver.WithActionObserver(nil), "driver: WithActionObserver must not be nil"},
+		{driver.WithReconcilerHook(nil), "driver: WithReconcilerHook must not be nil"},
+		{le(func(le *driver.LeaderElection) { le.Namespace = "Bad_NS" }), `driver: WithLeaderElection Namespace "Bad_NS" is not a valid namespace name`},
+		{le(func(le *driver.LeaderElection) { le.Name = "" }), `driver: WithLeaderElection Name "" is not a valid object name`},
+		{le(func(le *driver.LeaderElection) { le.LeaseDuration = -time.Second }), "driver: WithLeaderElection LeaseDuration must be positive, got -1s"},
+		{le(func(le *driver.LeaderElection) { le.RenewDeadline = -time.Second }), "driver: WithLeaderElection RenewDeadline must be positive, got -1s"},
+		{le(func(le *driver.LeaderElection) { le.RetryPeriod = -time.Second }), "driver: WithLeaderElection RetryPeriod must be positive, got -1s"},
+		{le(func(le *driver.LeaderElection) { le.LeaseDuration = 10 * time.Second }), "driver: WithLeaderElection LeaseDuration 10s must exceed RenewDeadline 10s"},
+		{le(func(le *driver.LeaderElection) { le.RetryPeriod = 9 * time.Second }), "driver: WithLeaderElection RenewDeadline 10s must exceed 1.2 times RetryPeriod 9s"},
+		{driver.ReconcilerOptions(driver.WithWorkers(2), nil, driver.WithJitter(0.7)), "driver: WithJitter must be between 0.1 and 0.5, got 0.7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			hooked := false
+			r, err := driver.NewReconciler(d, driver.WithReconcilerHook(func(*driver.Reconciler) { hooked = true }), tt.give)
+			assert.EqualError(t, err, tt.want)
+			assert.Nil(t, r)
+			assert.False(t, hooked, "a hook ran for a reconciler that was never returned")
+		})
+	}
+	_, err = driver.NewReconciler(nil)
+	assert.EqualError(t, err, "driver: NewReconciler: nil *Driver")
+}
+
+// TestReconcilerOptions: the bounds themselves are valid, nil options are
+// skipped, bundled options apply in order, hooks see the reconciler that
+// NewReconciler returns, and +Inf is rate.Inf.
+func TestReconcilerOptions(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
+	require.NoError(t, err)
+	defer d.Close()
+	var hooked []*driver.Reconciler
+	hook := driver.WithReconcilerHook(func(r *driver.Reconciler) { hooked = append(hooked, r) })
+	r, err := driver.NewReconciler(d, nil,
+		driver.WithPeriod(time.Second), driver.WithJitter(0.1), driver.WithJitter(0.5),
+		driver.WithBootstrapGrace(time.Nanosecond), driver.WithWorkers(1), driver.WithWriteLimit(math.Inf(1), 1),
+		driver.WithLeaderElection(driver.LeaderElection{Namespace: "a", Name: "gw-reconciler"}),
+		driver.ReconcilerOptions(hook, driver.WithWriteLimit(0.5, 1)), hook)
+	require.NoError(t, err)
+	assert.Equal(t, []*driver.Reconciler{r, r}, hooked)
+	qps, burst := driver.WriteLimit(r)
+	assert.Equal(t, rate.Limit(0.5), qps, "the later option wins")
+	assert.Equal(t, 1, burst)
+
+	r, err = driver.NewReconciler(d, driver.WithWriteLimit(math.Inf(1), 1))
+	require.NoError(t, err)
+	qps, _ = driver.WriteLimit(r)
+	assert.Equal(t, rate.Inf, qps)
+}
+
 func TestStopIsANoOpWhenStopped(t *testing.T) {
 	a := staleFixture(t, "v1beta1", false)
 	d := newDriver(t, a, nil)
@@ -124,7 +202,7 @@ func TestStartRecordsCurrentFence(t *testing.T) {
 	assert.Equal(t, 1, a.count("PATCH patch"))
 
 	// Started under the current fence: the reconciler leaves it alone.
-	stats, err := driver.NewReconciler(d).Pass(context.Background())
+	stats, err := newReconciler(t, d).Pass(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, stats.Actions)
 }
@@ -156,7 +234,7 @@ func TestErrorKeepsChain(t *testing.T) {
 	var attempts atomic.Int32
 	d := newDriver(t, a, nil, driver.WithAdapterOptions(
 		kubeadapter.WithTimeout(200*time.Millisecond),
-		kubeadapter.WithObserver(func(pooltrace.Attempt) { attempts.Add(1) }),
+		kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: func(pooltrace.Attempt) { attempts.Add(1) }}),
 	))
 	_, err := d.Get(context.Background(), "team-a", "sb-0") // warm the pool
 	require.NoError(t, err)

@@ -32,42 +32,65 @@ type LeaderElection struct {
 	// name and a random suffix.
 	Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's
-	// timings. Defaults: [DefaultLeaseDuration], [DefaultRenewDeadline],
-	// [DefaultRetryPeriod]. LeaseDuration must exceed RenewDeadline.
+	// timings. Defaults (for zero): [DefaultLeaseDuration],
+	// [DefaultRenewDeadline], [DefaultRetryPeriod]. LeaseDuration must
+	// exceed RenewDeadline, and RenewDeadline 1.2 times RetryPeriod.
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
 }
 
 // WithLeaderElection makes [Reconciler.Run] act only while it holds the
-// Lease le names. Default: no election; Run always acts.
+// Lease le names. Default: no election; Run always acts. le's Namespace
+// and Name must name a Lease, its timings must be positive (zero takes the
+// default), LeaseDuration must exceed RenewDeadline, and RenewDeadline
+// must exceed RetryPeriod times client-go's leaderelection.JitterFactor
+// (1.2), which client-go checks only once Run has started.
 func WithLeaderElection(le LeaderElection) ReconcilerOption {
-	return func(r *Reconciler) { r.election = &le }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		cfg, err := le.config()
+		if err != nil {
+			return err
+		}
+		c.election = &cfg
+		return nil
+	})
 }
 
-// config fills in defaults and checks le; the error names the field.
+// config fills in defaults and checks le; the error names the field and
+// the value.
 func (le LeaderElection) config() (LeaderElection, error) {
 	if errs := validation.IsDNS1123Label(le.Namespace); len(errs) > 0 {
-		return le, fmt.Errorf("driver: LeaderElection.Namespace %q is not a valid namespace name", le.Namespace)
+		return le, fmt.Errorf("driver: WithLeaderElection Namespace %q is not a valid namespace name", le.Namespace)
 	}
 	if errs := validation.IsDNS1123Subdomain(le.Name); len(errs) > 0 {
-		return le, fmt.Errorf("driver: LeaderElection.Name %q is not a valid object name", le.Name)
+		return le, fmt.Errorf("driver: WithLeaderElection Name %q is not a valid object name", le.Name)
 	}
 	if le.Identity == "" {
 		host, _ := os.Hostname()
 		le.Identity = host + "_" + rand.String(8)
 	}
-	if le.LeaseDuration == 0 {
-		le.LeaseDuration = DefaultLeaseDuration
-	}
-	if le.RenewDeadline == 0 {
-		le.RenewDeadline = DefaultRenewDeadline
-	}
-	if le.RetryPeriod == 0 {
-		le.RetryPeriod = DefaultRetryPeriod
+	for _, t := range []struct {
+		name string
+		d    *time.Duration
+		def  time.Duration
+	}{
+		{"LeaseDuration", &le.LeaseDuration, DefaultLeaseDuration},
+		{"RenewDeadline", &le.RenewDeadline, DefaultRenewDeadline},
+		{"RetryPeriod", &le.RetryPeriod, DefaultRetryPeriod},
+	} {
+		if *t.d == 0 {
+			*t.d = t.def
+		}
+		if *t.d < 0 {
+			return le, fmt.Errorf("driver: WithLeaderElection %s must be positive, got %v", t.name, *t.d)
+		}
 	}
 	if le.LeaseDuration <= le.RenewDeadline {
-		return le, fmt.Errorf("driver: LeaderElection.LeaseDuration %s must exceed RenewDeadline %s", le.LeaseDuration, le.RenewDeadline)
+		return le, fmt.Errorf("driver: WithLeaderElection LeaseDuration %v must exceed RenewDeadline %v", le.LeaseDuration, le.RenewDeadline)
+	}
+	if le.RenewDeadline <= time.Duration(leaderelection.JitterFactor*float64(le.RetryPeriod)) {
+		return le, fmt.Errorf("driver: WithLeaderElection RenewDeadline %v must exceed %v times RetryPeriod %v", le.RenewDeadline, leaderelection.JitterFactor, le.RetryPeriod)
 	}
 	return le, nil
 }
@@ -77,10 +100,7 @@ func (le LeaderElection) config() (LeaderElection, error) {
 // stopped; only then is the lease released, so that the next leader never
 // runs beside the last one.
 func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) error {
-	cfg, err := r.election.config()
-	if err != nil {
-		return err
-	}
+	cfg := *r.election
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Client:     r.driver.kube.CoordinationV1(),

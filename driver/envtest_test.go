@@ -193,12 +193,13 @@ func startStuck(t *testing.T, r *rig) {
 		}, settle, 20*time.Millisecond)
 	}
 
-	rec := driver.NewReconciler(d, driver.WithBootstrapGrace(time.Hour))
+	rec := newReconciler(t, d, driver.WithBootstrapGrace(time.Hour))
 	stats, err := rec.Pass(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, stats.Actions, "within the grace period")
 
-	rec = driver.NewReconciler(d, driver.WithBootstrapGrace(0))
+	// The start is older than a millisecond: past this grace.
+	rec = newReconciler(t, d, driver.WithBootstrapGrace(time.Millisecond))
 	stats, err = rec.Pass(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, stats.Actions)
@@ -324,7 +325,7 @@ func seedRegression(t *testing.T, r *rig) {
 	for _, name := range names[2:] {
 		waitPhase(t, d, r.ns, name, driver.PhaseStopped)
 	}
-	rec := driver.NewReconciler(d)
+	rec := newReconciler(t, d)
 	stats, err := rec.Pass(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 2, stats.Actions, "the running sandboxes' bootstrap marks are cleared")
@@ -397,7 +398,7 @@ func TestUnreadableFence(t *testing.T) {
 	counter.fail = func(req *http.Request) bool { return strings.Contains(req.URL.Path, "/networkpolicies") }
 	counter.mu.Unlock()
 
-	stats, err := driver.NewReconciler(d).Pass(ctx)
+	stats, err := newReconciler(t, d).Pass(ctx)
 	require.Error(t, err)
 	assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
 	assert.ErrorContains(t, err, "injected")

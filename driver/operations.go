@@ -195,7 +195,7 @@ func (d *Driver) Stop(ctx context.Context, ns, name string) (Sandbox, error) {
 	if err := d.validate(op, ns, name); err != nil {
 		return Sandbox{}, err
 	}
-	ctx = retry.WithIdempotent(ctx)
+	ctx = retry.ContextWithIdempotent(ctx)
 	s, err := d.update(ctx, op, ns, name, nil, func(s Sandbox) *patch {
 		if !s.Running && s.BootstrapStarted.IsZero() {
 			return nil
@@ -245,7 +245,7 @@ func (d *Driver) Delete(ctx context.Context, ns, name string) error {
 	if err := d.validate(op, ns, name); err != nil {
 		return err
 	}
-	ctx = retry.WithIdempotent(ctx)
+	ctx = retry.ContextWithIdempotent(ctx)
 	s, err := d.get(ctx, op, ns, name)
 	if err != nil {
 		return err

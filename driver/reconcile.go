@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -41,6 +42,31 @@ type PassStats struct {
 	Duration time.Duration
 }
 
+// ActionEvent reports one action the reconciler carried out, or one
+// failure, in a [Reconciler.Pass] or in the event-driven work of
+// [Reconciler.Run]. Actions it decided but did not need to send (the
+// sandbox converged meanwhile) are not reported.
+type ActionEvent struct {
+	// Type is the action. With Err set it is the action that was decided,
+	// or ActionNone when the failure came before a decision: a read of a
+	// namespace's fence or sandboxes in a pass, or a sandbox whose fence is
+	// unknown in Run.
+	Type ActionType
+	// Warn says the action was a transition worth a warning and an Event.
+	Warn bool
+	// Err is nil when the action was carried out. A pass reports every
+	// error it counts in [PassStats.Errors]; Run reports every failure it
+	// queues again with backoff.
+	Err error
+	// SinceFence is the time from the reconciler observing a fence change
+	// (the event of the fence's informer that queued this sandbox) to the
+	// suspension being written. It is zero when the action did not answer
+	// a fence change: not a suspension, a pass outside Run, or no fence
+	// event pending for the sandbox. A failed write keeps the fence change
+	// pending, so the retry that succeeds is measured from it.
+	SinceFence time.Duration
+}
+
 // Reconciler converges the driver's sandboxes with their namespaces'
 // fences. Construct it with [NewReconciler]. [Reconciler.Run] is the
 // event-driven loop; [Reconciler.Pass] is one full sweep. It is safe for
@@ -54,11 +80,14 @@ type Reconciler struct {
 	limiter  *rate.Limiter
 	election *LeaderElection
 	observer func(PassStats)
+	actions  func(ActionEvent)
 	log      logr.Logger
 
 	mu sync.Mutex
 	// running is the synced cache of Run, nil when Run is not running.
 	running *caches
+	// queue is the work queue of Run, set with running.
+	queue *queue
 	// leading is set while Run's workers run.
 	leading bool
 	// written records, per sandbox, the resourceVersion a write was based
@@ -68,64 +97,210 @@ type Reconciler struct {
 }
 
 // ReconcilerOption configures [NewReconciler].
-type ReconcilerOption func(*Reconciler)
-
-// WithPeriod sets the resync period. Default: [DefaultPeriod].
-// Values below a second are raised to a second.
-func WithPeriod(d time.Duration) ReconcilerOption {
-	return func(r *Reconciler) { r.period = max(d, time.Second) }
+type ReconcilerOption interface {
+	apply(*reconcilerConfig) error
 }
 
-// WithJitter sets the relative jitter of the period, between 0.1 and 0.5.
-// Default: [DefaultJitter].
+type reconcilerOptionFunc func(*reconcilerConfig) error
+
+func (f reconcilerOptionFunc) apply(c *reconcilerConfig) error { return f(c) }
+
+// reconcilerConfig is what the options set; [NewReconciler] builds the
+// [Reconciler] from it once every option is valid.
+type reconcilerConfig struct {
+	period     time.Duration
+	jitter     float64
+	grace      time.Duration
+	workers    int
+	writeQPS   float64
+	writeBurst int
+	election   *LeaderElection
+	observer   func(PassStats)
+	actions    func(ActionEvent)
+	log        logr.Logger
+	hooks      []func(*Reconciler)
+}
+
+// WithPeriod sets the resync period. Default: [DefaultPeriod]. Must be at
+// least 1s: the resync is a safety net over the cache, and a shorter
+// period turns it into a busy loop.
+func WithPeriod(d time.Duration) ReconcilerOption {
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if d < time.Second {
+			return fmt.Errorf("driver: WithPeriod must be at least 1s, got %v", d)
+		}
+		c.period = d
+		return nil
+	})
+}
+
+// WithJitter sets the relative jitter of the period: each wait is drawn
+// from period*(1±f). Default: [DefaultJitter]. Must be between 0.1 and
+// 0.5: at least 0.1 so that the resync never beats in step with a timeout
+// of the same length or with another replica's resync, at most 0.5 so that
+// no wait is shorter than half the period.
 func WithJitter(f float64) ReconcilerOption {
-	return func(r *Reconciler) { r.jitter = min(max(f, 0.1), 0.5) }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if !(f >= 0.1 && f <= 0.5) {
+			return fmt.Errorf("driver: WithJitter must be between 0.1 and 0.5, got %v", f)
+		}
+		c.jitter = f
+		return nil
+	})
 }
 
 // WithBootstrapGrace sets how long a create or start may take before a
 // failure or a stuck start reported by the controller rolls it back.
-// Default: [DefaultBootstrapGrace].
+// Default: [DefaultBootstrapGrace]. Must be positive: with no grace, a
+// start that the scheduler reports Unschedulable for a moment (while a
+// cluster autoscaler adds a node) would be rolled back at once.
 func WithBootstrapGrace(d time.Duration) ReconcilerOption {
-	return func(r *Reconciler) { r.grace = d }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("driver: WithBootstrapGrace must be positive, got %v", d)
+		}
+		c.grace = d
+		return nil
+	})
 }
 
 // WithWorkers sets how many sandboxes Run acts on at once, which bounds
-// the writes in flight. Default: [DefaultWorkers]. Values below 1 are
-// raised to 1.
+// the writes in flight. Default: [DefaultWorkers]. Must be at least 1.
 func WithWorkers(n int) ReconcilerOption {
-	return func(r *Reconciler) { r.workers = max(n, 1) }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if n < 1 {
+			return fmt.Errorf("driver: WithWorkers must be at least 1, got %d", n)
+		}
+		c.workers = n
+		return nil
+	})
 }
 
 // WithWriteLimit bounds the rate of the reconciler's writes to qps per
 // second with bursts of burst. Default: [DefaultWriteQPS],
-// [DefaultWriteBurst]. A qps of rate.Inf removes the bound.
+// [DefaultWriteBurst]. A qps of rate.Inf (or +Inf) removes the bound.
+// qps must be positive and burst at least 1: a limit of 0 lets the first
+// burst through and then no write ever again, and a burst of 0 refuses
+// every write.
 func WithWriteLimit(qps float64, burst int) ReconcilerOption {
-	return func(r *Reconciler) { r.limiter = rate.NewLimiter(rate.Limit(qps), max(burst, 1)) }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		switch {
+		case !(qps > 0):
+			return fmt.Errorf("driver: WithWriteLimit qps must be positive, got %v", qps)
+		case burst < 1:
+			return fmt.Errorf("driver: WithWriteLimit burst must be at least 1, got %d", burst)
+		}
+		// rate.Limiter knows only rate.Inf as no limit; +Inf would
+		// make NaN tokens.
+		c.writeQPS, c.writeBurst = min(qps, float64(rate.Inf)), burst
+		return nil
+	})
 }
 
-// WithObserver calls f with the counts of every pass. Default: none.
+// WithObserver calls f with the counts of every pass, Run's resyncs
+// included, on the goroutine that ran the pass. Observers compose: each
+// WithObserver adds one, called in the order of the options. Must not be
+// nil. Default: none.
 func WithObserver(f func(PassStats)) ReconcilerOption {
-	return func(r *Reconciler) { r.observer = f }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if f == nil {
+			return errors.New("driver: WithObserver must not be nil")
+		}
+		c.observer = then(c.observer, f)
+		return nil
+	})
+}
+
+// WithActionObserver calls f with every [ActionEvent]: each action carried
+// out and each failure, in passes and in Run's workers. f is called
+// concurrently from the workers, which wait for it: it must be quick and
+// safe for concurrent use. Observers compose: each WithActionObserver adds
+// one, called in the order of the options. Without one, Run keeps no
+// fence-change times. Must not be nil. Default: none.
+func WithActionObserver(f func(ActionEvent)) ReconcilerOption {
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if f == nil {
+			return errors.New("driver: WithActionObserver must not be nil")
+		}
+		c.actions = then(c.actions, f)
+		return nil
+	})
+}
+
+// then returns a function that calls f, then g; f may be nil.
+func then[T any](f, g func(T)) func(T) {
+	if f == nil {
+		return g
+	}
+	return func(v T) {
+		f(v)
+		g(v)
+	}
 }
 
 // WithReconcilerLogger sets the reconciler's logger. Default: the driver's.
 func WithReconcilerLogger(l logr.Logger) ReconcilerOption {
-	return func(r *Reconciler) { r.log = l }
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		c.log = l
+		return nil
+	})
 }
 
-// NewReconciler returns a reconciler for d's sandboxes.
-func NewReconciler(d *Driver, opts ...ReconcilerOption) *Reconciler {
-	r := &Reconciler{
-		driver: d, period: DefaultPeriod, jitter: DefaultJitter, grace: DefaultBootstrapGrace,
-		workers: DefaultWorkers, limiter: rate.NewLimiter(DefaultWriteQPS, DefaultWriteBurst),
-		log: d.opts.logger, written: map[types.NamespacedName]string{},
-	}
-	for _, o := range opts {
-		if o != nil {
-			o(r)
+// WithReconcilerHook calls f with the reconciler that [NewReconciler]
+// built, before NewReconciler returns it, and only if every option was
+// valid. It is for a package that wires itself to a reconciler through an
+// option and then reads the reconciler's state, as drivermetrics reads
+// [Reconciler.QueueDepth]. f must not block. Hooks compose: each adds one,
+// called in the order of the options. Must not be nil. Default: none.
+func WithReconcilerHook(f func(*Reconciler)) ReconcilerOption {
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		if f == nil {
+			return errors.New("driver: WithReconcilerHook must not be nil")
 		}
+		c.hooks = append(c.hooks, f)
+		return nil
+	})
+}
+
+// ReconcilerOptions bundles opts into one option, applied in order, for a
+// package that offers one option made of several, such as drivermetrics.
+// Nil options are skipped. Its error is the first of opts.
+func ReconcilerOptions(opts ...ReconcilerOption) ReconcilerOption {
+	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+		for _, o := range opts {
+			if o == nil {
+				continue
+			}
+			if err := o.apply(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// NewReconciler returns a reconciler for d's sandboxes. It starts nothing;
+// [Reconciler.Run] does. The error names the first invalid option.
+func NewReconciler(d *Driver, opts ...ReconcilerOption) (*Reconciler, error) {
+	if d == nil {
+		return nil, errors.New("driver: NewReconciler: nil *Driver")
 	}
-	return r
+	c := reconcilerConfig{
+		period: DefaultPeriod, jitter: DefaultJitter, grace: DefaultBootstrapGrace, workers: DefaultWorkers,
+		writeQPS: DefaultWriteQPS, writeBurst: DefaultWriteBurst, log: d.opts.logger,
+	}
+	if err := ReconcilerOptions(opts...).apply(&c); err != nil {
+		return nil, err
+	}
+	r := &Reconciler{
+		driver: d, period: c.period, jitter: c.jitter, grace: c.grace, workers: c.workers,
+		limiter: rate.NewLimiter(rate.Limit(c.writeQPS), c.writeBurst), election: c.election,
+		observer: c.observer, actions: c.actions, log: c.log, written: map[types.NamespacedName]string{},
+	}
+	for _, f := range c.hooks {
+		f(r)
+	}
+	return r, nil
 }
 
 // next returns the jittered wait before the next resync.
@@ -148,7 +323,7 @@ func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 	var errs []error
 	d := r.driver
 	r.mu.Lock()
-	c, follower := r.running, r.election != nil && r.running != nil && !r.leading
+	c, q, follower := r.running, r.queue, r.election != nil && r.running != nil && !r.leading
 	r.mu.Unlock()
 	if follower {
 		return stats, errFollower
@@ -158,15 +333,17 @@ func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 		if err != nil {
 			stats.Errors++
 			errs = append(errs, err)
+			r.failed(ActionNone, err)
 			continue
 		}
 		now := d.opts.now()
 		for i := range sandboxes {
 			stats.Seen++
-			a, err := r.reconcile(ctx, &sandboxes[i], live, now)
+			a, err := r.reconcile(ctx, q, &sandboxes[i], live, now)
 			if err != nil {
 				stats.Errors++
 				errs = append(errs, err)
+				r.failed(a.Type, err)
 				continue
 			}
 			if a.Type != ActionNone {
@@ -210,8 +387,11 @@ func (r *Reconciler) read(ctx context.Context, c *caches, ns string) (LiveFence,
 
 // reconcile decides for s and carries the action out. It returns the
 // action taken: ActionNone when there was nothing to do, or when the
-// sandbox converged meanwhile.
-func (r *Reconciler) reconcile(ctx context.Context, s *Sandbox, live LiveFence, now time.Time) (Action, error) {
+// sandbox converged meanwhile; with an error, the action decided. It
+// reports the action carried out; the caller reports the error. q, when
+// not nil, holds the sandbox's pending fence change, which a decision
+// settles and a failure leaves pending.
+func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *Sandbox, live LiveFence, now time.Time) (Action, error) {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	r.mu.Lock()
 	rv, wrote := r.written[key]
@@ -239,19 +419,38 @@ func (r *Reconciler) reconcile(ctx context.Context, s *Sandbox, live LiveFence, 
 		a = Decide(*s, live, now, r.grace)
 	}
 	if a.Type == ActionNone {
+		q.settle(key)
 		return a, nil
 	}
 	if err := r.limiter.Wait(ctx); err != nil {
-		return Action{}, wrap("reconcile", s.Namespace, s.Name, err)
+		return a, wrap("reconcile", s.Namespace, s.Name, err)
 	}
 	done, err := r.act(ctx, s, live, now, a)
-	if err != nil || !done {
-		return Action{}, err
+	if err != nil {
+		return a, err
+	}
+	fenced := q.settle(key)
+	if !done {
+		return Action{}, nil
 	}
 	r.mu.Lock()
 	r.written[key] = s.ResourceVersion
 	r.mu.Unlock()
+	if r.actions != nil {
+		ev := ActionEvent{Type: a.Type, Warn: a.Warn}
+		if a.Type == ActionSuspend && !fenced.IsZero() {
+			ev.SinceFence = time.Since(fenced)
+		}
+		r.actions(ev)
+	}
 	return a, nil
+}
+
+// failed reports a failure to the action observer.
+func (r *Reconciler) failed(t ActionType, err error) {
+	if r.actions != nil {
+		r.actions(ActionEvent{Type: t, Err: err})
+	}
 }
 
 // act carries out a on s. It patches from the state it was given; on
@@ -262,7 +461,7 @@ func (r *Reconciler) act(ctx context.Context, s *Sandbox, live LiveFence, now ti
 	d := r.driver
 	// The patches below are guarded by resourceVersion: a re-sent copy
 	// fails with 409 and is decided again, so they are safe to retry.
-	ctx = retry.WithIdempotent(ctx)
+	ctx = retry.ContextWithIdempotent(ctx)
 	var patched bool
 	out, err := d.update(ctx, "reconcile", s.Namespace, s.Name, s, func(cur Sandbox) *patch {
 		patched = false

@@ -61,6 +61,13 @@ func newDriver(t testing.TB, a *apiServer, l *logs, opts ...driver.Option) *driv
 	return d
 }
 
+func newReconciler(t testing.TB, d *driver.Driver, opts ...driver.ReconcilerOption) *driver.Reconciler {
+	t.Helper()
+	r, err := driver.NewReconciler(d, opts...)
+	require.NoError(t, err)
+	return r
+}
+
 // fixture: both namespaces' fences are at generation 2; every sandbox was
 // admitted under generation 1.
 func staleFixture(t *testing.T, version string, running bool) *apiServer {
@@ -83,7 +90,7 @@ func TestStaleFenceSuspendedConverges(t *testing.T) {
 			a := staleFixture(t, version, false)
 			var l logs
 			var passes []driver.PassStats
-			r := driver.NewReconciler(newDriver(t, a, &l), driver.WithObserver(func(s driver.PassStats) { passes = append(passes, s) }))
+			r := newReconciler(t, newDriver(t, a, &l), driver.WithObserver(func(s driver.PassStats) { passes = append(passes, s) }))
 			for i := 0; i < 3; i++ {
 				stats, err := r.Pass(context.Background())
 				require.NoError(t, err)
@@ -113,7 +120,7 @@ func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
 		t.Run(version, func(t *testing.T) {
 			a := staleFixture(t, version, true)
 			var l logs
-			r := driver.NewReconciler(newDriver(t, a, &l))
+			r := newReconciler(t, newDriver(t, a, &l))
 			stats, err := r.Pass(context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, driver.PassStats{Seen: 5, Actions: 5, Warnings: 5, Duration: stats.Duration}, stats)
@@ -189,7 +196,7 @@ func TestUnknownIsNotAbsent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := staleFixture(t, "v1beta1", true)
 			var l logs
-			r := driver.NewReconciler(newDriver(t, a, &l, driver.WithAdapterOptions(kubeadapter.WithTimeout(300*time.Millisecond))))
+			r := newReconciler(t, newDriver(t, a, &l, driver.WithAdapterOptions(kubeadapter.WithTimeout(300*time.Millisecond))))
 			a.mu.Lock()
 			a.fail = tt.fail
 			a.mu.Unlock()
@@ -255,7 +262,7 @@ func TestAbsentFenceConfirmed(t *testing.T) {
 // converged and sends nothing more.
 func TestConflictRedecides(t *testing.T) {
 	a := staleFixture(t, "v1beta1", true)
-	r := driver.NewReconciler(newDriver(t, a, nil))
+	r := newReconciler(t, newDriver(t, a, nil))
 	var once sync.Once
 	a.mu.Lock()
 	a.fail = func(w http.ResponseWriter, req *http.Request) bool {
@@ -283,7 +290,7 @@ func TestConflictRedecides(t *testing.T) {
 func TestListPaginates(t *testing.T) {
 	a := staleFixture(t, "v1beta1", false)
 	d := newDriver(t, a, nil, driver.WithPageSize(2))
-	stats, err := driver.NewReconciler(d).Pass(context.Background())
+	stats, err := newReconciler(t, d).Pass(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 5, stats.Seen)
 	assert.Equal(t, 2+1, a.count("GET list"), "team-a's four in pages of 2, team-b's one in one")
@@ -293,7 +300,7 @@ func TestListPaginates(t *testing.T) {
 // passes never beat in step with a timeout of the same length.
 func TestJitter(t *testing.T) {
 	a := staleFixture(t, "v1beta1", false)
-	r := driver.NewReconciler(newDriver(t, a, nil), driver.WithPeriod(10*time.Second), driver.WithJitter(0.2))
+	r := newReconciler(t, newDriver(t, a, nil), driver.WithPeriod(10*time.Second), driver.WithJitter(0.2))
 	lo, hi := time.Duration(1<<62), time.Duration(0)
 	for i := 0; i < 1000; i++ {
 		w := driver.NextWait(r)

@@ -26,11 +26,6 @@ import (
 // before it releases the lease.
 func (r *Reconciler) Run(ctx context.Context) error {
 	d := r.driver
-	if r.election != nil {
-		if _, err := r.election.config(); err != nil {
-			return err
-		}
-	}
 	client, err := d.sandboxes(ctx)
 	for err != nil {
 		if ctx.Err() != nil {
@@ -45,8 +40,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		client, err = d.sandboxes(ctx)
 	}
 	c := d.newCaches(client.version())
-	q := &queue{}
-	c.known = q.namespace(c)
+	q := &queue{track: r.actions != nil}
+	c.known = q.namespace(c, false)
 	for ns := range c.sandboxes {
 		if err := r.handle(c, q, ns); err != nil {
 			return err
@@ -61,11 +56,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
-	r.running = c
+	r.running, r.queue = c, q
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
-		r.running = nil
+		r.running, r.queue = nil, nil
 		r.mu.Unlock()
 	}()
 	r.log.V(1).Info("reconciler caches synced", "namespaces", d.namespaces, "version", client.version())
@@ -92,12 +87,12 @@ func (r *Reconciler) handle(c *caches, q *queue, ns string) error {
 	if _, err := c.sandboxes[ns].AddEventHandler(sandboxes); err != nil {
 		return err
 	}
-	all := q.namespace(c)
+	changed := q.namespace(c, true)
 	fence := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { all(ns) },
-		UpdateFunc: func(any, any) { all(ns) },
+		AddFunc:    func(any) { changed(ns) },
+		UpdateFunc: func(any, any) { changed(ns) },
 		// A delete event is the API server's word that the fence is gone.
-		DeleteFunc: func(any) { all(ns) },
+		DeleteFunc: func(any) { changed(ns) },
 	}
 	_, err := c.fences[ns].AddEventHandler(fence)
 	return err
@@ -110,13 +105,14 @@ func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
 	defer q.close()
 	r.setLeading(true)
 	defer r.setLeading(false)
+	all := q.namespace(c, false)
 	for ns := range c.sandboxes {
-		q.namespace(c)(ns)
+		all(ns)
 	}
 	var wg sync.WaitGroup
 	for i := 0; i < r.workers; i++ {
 		wg.Go(func() {
-			for r.work(ctx, c, wq) {
+			for r.work(ctx, c, q, wq) {
 			}
 		})
 	}
@@ -142,7 +138,7 @@ func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
 
 // work reconciles one queued sandbox; it returns false when the queue is
 // shut down.
-func (r *Reconciler) work(ctx context.Context, c *caches, wq workqueue.TypedRateLimitingInterface[types.NamespacedName]) bool {
+func (r *Reconciler) work(ctx context.Context, c *caches, q *queue, wq workqueue.TypedRateLimitingInterface[types.NamespacedName]) bool {
 	key, shutdown := wq.Get()
 	if shutdown {
 		return false
@@ -154,19 +150,24 @@ func (r *Reconciler) work(ctx context.Context, c *caches, wq workqueue.TypedRate
 	s, ok := c.sandbox(key)
 	if !ok {
 		wq.Forget(key)
+		q.settle(key)
 		return true
 	}
 	live, err := c.fence(key.Namespace)
 	if err != nil {
 		// Unknown is not absent: decide nothing, look again later.
 		r.log.V(1).Info("fence unknown; not deciding", "namespace", key.Namespace, "sandbox", key.Name, "reason", err.Error())
+		if r.actions != nil {
+			r.failed(ActionNone, wrap("reconcile", key.Namespace, key.Name, err))
+		}
 		wq.AddRateLimited(key)
 		return true
 	}
 	now := r.driver.opts.now()
-	if _, err := r.reconcile(ctx, &s, live, now); err != nil {
+	if a, err := r.reconcile(ctx, q, &s, live, now); err != nil {
 		if ctx.Err() == nil {
 			r.log.Error(err, "reconciling sandbox; retrying", "namespace", key.Namespace, "sandbox", key.Name)
+			r.failed(a.Type, err)
 			wq.AddRateLimited(key)
 		}
 		return true
@@ -186,8 +187,14 @@ func (r *Reconciler) work(ctx context.Context, c *caches, wq workqueue.TypedRate
 // arrive while this replica does not lead are dropped, since taking the
 // lead queues every cached sandbox.
 type queue struct {
+	// track says to keep fence-change times, for an action observer.
+	track bool
+
 	mu sync.Mutex
 	wq workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// fenced holds, per queued sandbox, when the reconciler first observed
+	// a fence change it has not yet decided on. Only while tracking.
+	fenced map[types.NamespacedName]time.Time
 }
 
 func (q *queue) open() workqueue.TypedRateLimitingInterface[types.NamespacedName] {
@@ -197,6 +204,9 @@ func (q *queue) open() workqueue.TypedRateLimitingInterface[types.NamespacedName
 		workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "kubewire-driver"},
 	)
+	if q.track {
+		q.fenced = map[types.NamespacedName]time.Time{}
+	}
 	return q.wq
 }
 
@@ -204,6 +214,31 @@ func (q *queue) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.wq = nil
+	q.fenced = nil
+}
+
+// len returns how many sandboxes wait for a worker.
+func (q *queue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.wq == nil {
+		return 0
+	}
+	return q.wq.Len()
+}
+
+// settle forgets key's pending fence change, once it has been decided on,
+// and returns when it was observed: zero if none was pending. q may be
+// nil.
+func (q *queue) settle(key types.NamespacedName) time.Time {
+	if q == nil || !q.track {
+		return time.Time{}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	at := q.fenced[key]
+	delete(q.fenced, key)
+	return at
 }
 
 func (q *queue) add(key types.NamespacedName) {
@@ -221,15 +256,35 @@ func (q *queue) addObject(o any) {
 }
 
 // namespace returns a function that queues every cached sandbox of a
-// namespace.
-func (q *queue) namespace(c *caches) func(ns string) {
+// namespace; with fence, it is a fence change, whose time it keeps for
+// each sandbox that has none pending.
+func (q *queue) namespace(c *caches, fence bool) func(ns string) {
 	return func(ns string) {
 		inf, ok := c.sandboxes[ns]
 		if !ok {
 			return
 		}
-		for _, o := range inf.GetStore().List() {
-			q.addObject(o)
+		var at time.Time
+		if fence && q.track {
+			at = time.Now()
+		}
+		objs := inf.GetStore().List()
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.wq == nil {
+			return
+		}
+		for _, o := range objs {
+			key, ok := keyOf(o)
+			if !ok {
+				continue
+			}
+			if !at.IsZero() {
+				if _, pending := q.fenced[key]; !pending {
+					q.fenced[key] = at
+				}
+			}
+			q.wq.Add(key)
 		}
 	}
 }
@@ -245,6 +300,22 @@ func (r *Reconciler) Synced() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.running != nil
+}
+
+// QueueDepth returns how many sandboxes wait in Run's work queue for a
+// worker: 0 when Run does not run or, under leader election, this replica
+// does not lead. Sandboxes in a worker's hands or waiting out a backoff
+// are not counted. The queue is named "kubewire-driver": where client-go's
+// workqueue has a metrics provider (controller-runtime installs one in its
+// registry), its workqueue_* metrics appear under that name.
+func (r *Reconciler) QueueDepth() int {
+	r.mu.Lock()
+	q := r.queue
+	r.mu.Unlock()
+	if q == nil {
+		return 0
+	}
+	return q.len()
 }
 
 // Leading reports whether Run's workers run: always once synced without

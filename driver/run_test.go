@@ -53,6 +53,14 @@ func admitted(t *testing.T, r *rig, d *driver.Driver, prefix string, n int) []st
 	return names
 }
 
+// counted creates n running sandboxes like admitted and returns them with
+// a driver whose writes counter counts.
+func counted(t *testing.T, r *rig, n int) ([]string, *writes, *driver.Driver) {
+	names := admitted(t, r, r.driver(t, nil), "sb", n)
+	counter := newWrites()
+	return names, counter, r.driver(t, counter)
+}
+
 // waitFor waits until every named sandbox satisfies ok.
 func waitFor(t *testing.T, d *driver.Driver, ns string, names []string, what string, ok func(driver.Sandbox) bool) {
 	t.Helper()
@@ -99,10 +107,8 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func TestRunFenceChange(t *testing.T) {
 	r := currentRig(t)
 	const n = 20
-	names := admitted(t, r, r.driver(t, nil), "sb", n)
-	counter := newWrites()
-	d := r.driver(t, counter)
-	rec := driver.NewReconciler(d, driver.WithPeriod(time.Hour))
+	names, counter, d := counted(t, r, n)
+	rec := newReconciler(t, d, driver.WithPeriod(time.Hour))
 	runReconciler(t, rec)
 	waitFor(t, d, r.ns, names, "admitted", bootstrapDone)
 	counter.reset()
@@ -138,7 +144,7 @@ func TestRunSeedRegression(t *testing.T) {
 	var l logs
 	d := r.driver(t, counter, driver.WithLogger(l.logger()))
 	passes := make(chan driver.PassStats, 100)
-	rec := driver.NewReconciler(d, driver.WithPeriod(time.Second), driver.WithObserver(func(s driver.PassStats) { passes <- s }))
+	rec := newReconciler(t, d, driver.WithPeriod(time.Second), driver.WithObserver(func(s driver.PassStats) { passes <- s }))
 	runReconciler(t, rec)
 	waitFor(t, d, r.ns, names[:2], "admitted", bootstrapDone)
 	counter.reset()
@@ -181,7 +187,7 @@ func TestLeaderElection(t *testing.T) {
 	var replicas []*replica
 	for _, id := range []string{"a", "b"} {
 		c := newWrites()
-		rec := driver.NewReconciler(r.driver(t, c), driver.WithPeriod(time.Hour), driver.WithLeaderElection(lease(id)))
+		rec := newReconciler(t, r.driver(t, c), driver.WithPeriod(time.Hour), driver.WithLeaderElection(lease(id)))
 		replicas = append(replicas, &replica{counter: c, rec: rec, stop: runReconciler(t, rec)})
 	}
 	var leader, follower *replica
@@ -245,7 +251,7 @@ func TestWatchBreak(t *testing.T) {
 	viaProxy.cfg.Host = "https://127.0.0.1:" + port
 	counter := newWrites()
 	d := viaProxy.driver(t, counter)
-	rec := driver.NewReconciler(d, driver.WithPeriod(time.Hour))
+	rec := newReconciler(t, d, driver.WithPeriod(time.Hour))
 	runReconciler(t, rec)
 	plain := r.driver(t, nil)
 	waitFor(t, plain, r.ns, names, "admitted", bootstrapDone)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 )
@@ -46,11 +48,11 @@ func TestHTTP2Health(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, p := proxied(t, env.Config(t))
+			cfg, p := kubetest.Proxied(t, env.Config(t))
 			var conns testserver.Conns
 			cfg.Dial = conns.Dial(cfg.Dial)
 			var seen attempts
-			require.NoError(t, kubeadapter.Apply(cfg, append(tt.opts, kubeadapter.WithObserver(seen.observe))...))
+			require.NoError(t, kubeadapter.Apply(cfg, append(tt.opts, kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: seen.observe}))...))
 			cs, err := kubernetes.NewForConfig(cfg)
 			require.NoError(t, err)
 			ctx := context.Background()
@@ -96,7 +98,7 @@ func TestExecPluginKeepsWorking(t *testing.T) {
 		InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 	}
 	var seen attempts
-	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithHTTP2Health(5*time.Second, 2*time.Second), kubeadapter.WithObserver(seen.observe)))
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithHTTP2Health(5*time.Second, 2*time.Second), kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: seen.observe})))
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -165,6 +167,82 @@ func TestHTTP2HealthRefuses(t *testing.T) {
 			assert.Equal(t, 5*time.Second, cfg.Timeout)
 
 			require.NoError(t, kubeadapter.Apply(cfg), "without WithHTTP2Health the same config is fine")
+		})
+	}
+}
+
+// TestIdleConnTimeoutRefuses: WithIdleConnTimeout needs a transport it may
+// clone, HTTP/2 or not.
+func TestIdleConnTimeoutRefuses(t *testing.T) {
+	h1Only := &http.Transport{Protocols: new(http.Protocols)}
+	h1Only.Protocols.SetHTTP1(true)
+	for _, tt := range []struct {
+		name string
+		give *rest.Config
+		want string
+	}{
+		{
+			name: "CA file client-go reloads",
+			give: &rest.Config{Host: "https://127.0.0.1:6443", TLSClientConfig: rest.TLSClientConfig{CAFile: "/var/run/ca.crt"}},
+			want: "kubeadapter: WithIdleConnTimeout cannot apply: client-go reloads the CA file /var/run/ca.crt",
+		},
+		{
+			name: "transport of another type",
+			give: &rest.Config{Host: "https://127.0.0.1:6443", Transport: roundTripperFunc(nil)},
+			want: "kubeadapter: WithIdleConnTimeout cannot apply: it needs client-go's transport or an *http.Transport, got rest.Config.Transport of type kubeadapter_test.roundTripperFunc",
+		},
+		{
+			name: "both options, transport without HTTP/2",
+			give: &rest.Config{Host: "https://127.0.0.1:6443", Transport: h1Only},
+			want: "kubeadapter: WithHTTP2Health and WithIdleConnTimeout cannot apply: rest.Config.Transport has HTTP/2 off",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := rest.CopyConfig(tt.give)
+			opts := []kubeadapter.Option{kubeadapter.WithIdleConnTimeout(time.Second)}
+			if strings.HasPrefix(tt.name, "both") {
+				opts = append(opts, kubeadapter.WithHTTP2Health(time.Second, time.Second))
+			}
+			err := kubeadapter.Apply(cfg, opts...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Nil(t, cfg.WrapTransport, "cfg changed on error")
+		})
+	}
+	cfg := &rest.Config{Host: "https://127.0.0.1:6443", Transport: h1Only}
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithIdleConnTimeout(time.Second)), "HTTP/1.1 only is fine for the idle timeout")
+}
+
+// TestIdleConnTimeout: a client with WithIdleConnTimeout(300ms) does not
+// reuse a connection idle for 500ms; by default it does (client-go's 90s).
+// Over HTTP/2, as the API server speaks.
+func TestIdleConnTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		opts       []kubeadapter.Option
+		wantReused bool
+	}{
+		{"300ms", []kubeadapter.Option{kubeadapter.WithIdleConnTimeout(300 * time.Millisecond)}, false},
+		{"300ms with health check", []kubeadapter.Option{kubeadapter.WithIdleConnTimeout(300 * time.Millisecond), kubeadapter.WithHTTP2Health(5*time.Second, 2*time.Second)}, false},
+		{"default", nil, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _ := kubetest.Proxied(t, env.Config(t))
+			var seen attempts
+			require.NoError(t, kubeadapter.Apply(cfg, append(tt.opts, kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: seen.observe}))...))
+			cs, err := kubernetes.NewForConfig(cfg)
+			require.NoError(t, err)
+			ctx := context.Background()
+			for i := range 2 {
+				if i == 1 {
+					time.Sleep(500 * time.Millisecond)
+				}
+				_, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+				require.NoError(t, err)
+			}
+			last := seen.last()
+			assert.Equal(t, "HTTP/2.0", last.Conn.Proto)
+			assert.Equal(t, tt.wantReused, last.Conn.Reused, "second GET after 500ms idle: %v", last.Conn)
 		})
 	}
 }

@@ -4,17 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"reflect"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	clientgofeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/rest"
 	k8stransport "k8s.io/client-go/transport"
 
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
@@ -41,8 +37,9 @@ type config struct {
 	readIdle     time.Duration
 	pingTimeout  time.Duration
 	http2        bool
+	idle         time.Duration
 	logger       logr.Logger
-	observer     func(pooltrace.Attempt)
+	observers    []Observer
 	retryOptions []retry.Option
 	err          error
 }
@@ -120,10 +117,30 @@ func WithLogger(l logr.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
 }
 
-// WithObserver calls f for every request attempt (see pooltrace.WithObserver).
-// Default: none.
-func WithObserver(f func(pooltrace.Attempt)) Option {
-	return optionFunc(func(c *config) { c.observer = f })
+// WithIdleConnTimeout sets how long this config's clients keep an idle
+// pooled connection, HTTP/1.1 or HTTP/2, before closing it
+// (http.Transport.IdleConnTimeout). client-go fixes it at 90s for every
+// client of the process; load balancers and NAT gateways drop idle flows
+// after 35s to 350s, and a request on a connection they dropped fails.
+// Keep d below the shortest idle limit on the path (kubewire probe
+// measures it). Default: client-go's 90s. Must be positive.
+//
+// Like [WithHTTP2Health], it gives the clients their own clone of
+// client-go's base transport, and Apply refuses with an error when it
+// cannot: when rest.Config.Transport is not an *http.Transport, or when
+// client-go will reload the CA file. A clone of a transport with HTTP/2 on
+// keeps its HTTP/2 health check unless WithHTTP2Health sets it: the
+// timings in http.Transport.HTTP2 if it has them, else client-go's
+// (HTTP2_READ_IDLE_TIMEOUT_SECONDS and HTTP2_PING_TIMEOUT_SECONDS, 30s and
+// 15s by default), which are also what a rest.Config.Transport configured
+// through x/net/http2 gets, since its own are out of reach.
+func WithIdleConnTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.idle = d
+		if d <= 0 {
+			c.fail("WithIdleConnTimeout must be positive, got %v", d)
+		}
+	})
 }
 
 // WithRetryOptions passes options to retry.New, for example
@@ -176,8 +193,8 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 	if applied(cfg) {
 		return nil
 	}
-	if c.http2 {
-		if err := healthApplies(cfg); err != nil {
+	if c.cloning() {
+		if err := cloneApplies(cfg, &c); err != nil {
 			return err
 		}
 	}
@@ -187,10 +204,10 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 			c.budget = cfg.Timeout
 		}
 	}
-	if c.http2 {
+	if c.cloning() {
 		// Innermost, so that it sees the base transport itself.
-		h := newHealth(c.readIdle, c.pingTimeout, c.logger)
-		cfg.WrapTransport = k8stransport.Wrappers(h.wrap, cfg.WrapTransport)
+		cl := newCloner(&c)
+		cfg.WrapTransport = k8stransport.Wrappers(cl.wrap, cfg.WrapTransport)
 	}
 	cfg.Wrap(c.stack())
 	cfg.Timeout = 0
@@ -210,42 +227,53 @@ func Wrap(opts ...Option) k8stransport.WrapperFunc {
 		c.budget = DefaultTimeout
 	}
 	stack := c.stack()
-	if !c.http2 || c.err != nil {
+	if !c.cloning() || c.err != nil {
 		return stack
 	}
-	h := newHealth(c.readIdle, c.pingTimeout, c.logger)
-	return func(rt http.RoundTripper) http.RoundTripper { return stack(h.wrap(rt)) }
+	cl := newCloner(&c)
+	return func(rt http.RoundTripper) http.RoundTripper { return stack(cl.wrap(rt)) }
 }
 
 func (c *config) stack() k8stransport.WrapperFunc {
 	if c.err != nil {
 		err := c.err
 		return func(rt http.RoundTripper) http.RoundTripper {
-			return &failing{Wrapped: transport.Wrapped{Next: rt}, err: err}
+			return &failing{Wrapped: roundtrip.Wrapped{Next: rt}, err: err}
 		}
 	}
 	ropts := append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning)}, c.retryOptions...)
+	ropts = append(ropts, retry.WithObserver(observeDecision(c.observers)))
 	popts := []pooltrace.Option{pooltrace.WithLogger(c.logger)}
-	if c.observer != nil {
-		popts = append(popts, pooltrace.WithObserver(c.observer))
+	if f := each(c.observers, func(o Observer) func(pooltrace.Attempt) { return o.ObserveAttempt }); f != nil {
+		popts = append(popts, pooltrace.WithObserver(f))
 	}
 	var topts []timeout.Option
 	if c.stall > 0 {
 		topts = append(topts, timeout.WithStallTimeout(c.stall))
 	}
+	if f := each(c.observers, func(o Observer) func(timeout.Exceeded) { return o.ObserveExceeded }); f != nil {
+		topts = append(topts, timeout.WithObserver(f))
+	}
 	chain := transport.Chain(retry.New(ropts...), pooltrace.New(popts...), timeout.New(c.budget, topts...))
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &stack{Wrapped: transport.Wrapped{Next: chain(rt)}}
+		return &stack{Wrapped: roundtrip.Wrapped{Next: chain(rt)}}
 	}
 }
 
 // stack marks the kubewire stack in a chain of wrappers, so that Apply can
-// tell it is already there.
+// tell it is already there, and hands client-go the errors of requests the
+// stack retried, or refused to retry for its budget, as an [*Error].
 type stack struct {
-	transport.Wrapped
+	roundtrip.Wrapped
 }
 
-func (s *stack) RoundTrip(req *http.Request) (*http.Response, error) { return s.Next.RoundTrip(req) }
+func (s *stack) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.Next.RoundTrip(req)
+	if re, ok := err.(*retry.Error); ok && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
+		return nil, &Error{Retry: re}
+	}
+	return resp, err
+}
 
 // probe stands in for the base transport while Apply looks for its stack.
 type probe struct{}
@@ -261,157 +289,20 @@ func applied(cfg *rest.Config) bool {
 	if cfg.WrapTransport == nil {
 		return false
 	}
-	rt := cfg.WrapTransport(probe{})
-	for rt != nil {
-		if _, ok := rt.(*stack); ok {
-			return true
-		}
-		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
-		if !ok {
-			return false
-		}
-		rt = w.WrappedRoundTripper()
-	}
-	return false
+	return roundtrip.Holds(cfg.WrapTransport(probe{}), func(rt http.RoundTripper) bool {
+		_, ok := rt.(*stack)
+		return ok
+	})
 }
 
 // failing reports a configuration error for every request, without sending
 // it.
 type failing struct {
-	transport.Wrapped
+	roundtrip.Wrapped
 	err error
 }
 
 func (f *failing) RoundTrip(req *http.Request) (*http.Response, error) {
-	transport.CloseRequestBody(req)
+	roundtrip.CloseRequestBody(req)
 	return nil, f.err
-}
-
-// healthApplies returns why WithHTTP2Health cannot apply to cfg, or nil.
-// It checks what the config alone decides; health.wrap reports the rest.
-func healthApplies(cfg *rest.Config) error {
-	const prefix = "kubeadapter: WithHTTP2Health cannot apply: "
-	if cfg.Transport != nil {
-		t, ok := cfg.Transport.(*http.Transport)
-		if !ok {
-			return fmt.Errorf(prefix+"it needs client-go's transport or an *http.Transport, got rest.Config.Transport of type %T", cfg.Transport)
-		}
-		if !http2Enabled(t) {
-			return errors.New(prefix + "rest.Config.Transport has HTTP/2 off")
-		}
-		return nil
-	}
-	// The checks of apimachinery's utilnet.SetTransportDefaults.
-	if os.Getenv("DISABLE_HTTP2") != "" {
-		return errors.New(prefix + "HTTP/2 is off: DISABLE_HTTP2 is set")
-	}
-	if np := cfg.TLSClientConfig.NextProtos; len(np) > 0 && !slices.Contains(np, "h2") {
-		return fmt.Errorf(prefix+"HTTP/2 is off: rest.Config.TLSClientConfig.NextProtos is %q", np)
-	}
-	// client-go's transport.loadTLSFiles and tlsTransportCache.get.
-	if cfg.TLSClientConfig.CAFile != "" && len(cfg.TLSClientConfig.CAData) == 0 &&
-		clientgofeatures.FeatureGates().Enabled(clientgofeatures.ClientsAllowCARotation) {
-		return fmt.Errorf(prefix+"client-go reloads the CA file %s (feature ClientsAllowCARotation) through a transport it swaps when the file changes, which a clone would not follow; give the CA as CAData", cfg.TLSClientConfig.CAFile)
-	}
-	return nil
-}
-
-// http2Enabled reports whether t will speak HTTP/2 over TLS, by the rules
-// of net/http's Transport.protocols on Go 1.26 and 1.27: Protocols if set
-// (x/net/http2's ConfigureTransports sets it on Go 1.27), else an "h2" entry
-// in TLSNextProto (ConfigureTransports on Go 1.26), else the default, which
-// a custom TLS config or dialer turns off unless ForceAttemptHTTP2.
-func http2Enabled(t *http.Transport) bool {
-	switch {
-	case t.Protocols != nil:
-		return t.Protocols.HTTP2()
-	case t.TLSNextProto != nil:
-		return t.TLSNextProto["h2"] != nil
-	case t.ForceAttemptHTTP2:
-		return true
-	}
-	return t.TLSClientConfig == nil && t.Dial == nil && t.DialContext == nil && t.DialTLS == nil && t.DialTLSContext == nil
-}
-
-// health gives a client its own clone of client-go's base transport with
-// its own HTTP/2 health-check timings. One clone per base transport, shared
-// by every client built from the config.
-type health struct {
-	readIdle, ping time.Duration
-	logger         logr.Logger
-	warned         sync.Once
-
-	mu sync.Mutex
-	// clones is keyed by the RoundTripper client-go handed over. Keeping it
-	// referenced keeps client-go's transport cache entry, and the
-	// certificate-rotation goroutine tied to its lifetime, alive.
-	clones map[http.RoundTripper]*http.Transport
-}
-
-func newHealth(readIdle, ping time.Duration, logger logr.Logger) *health {
-	return &health{readIdle: readIdle, ping: ping, logger: logger, clones: map[http.RoundTripper]*http.Transport{}}
-}
-
-// baseTransport returns the *http.Transport under rt: rt itself, or the one
-// inside client-go's trackedTransport, the pass-through wrapper its TLS
-// cache puts around cached transports. Any other wrapper (client-go's
-// atomicTransportHolder, which swaps transports when a CA file changes, or
-// a user's RoundTripper) is not looked into: cloning below it would break
-// what it does. The error names what was found instead.
-func baseTransport(rt http.RoundTripper) (*http.Transport, error) {
-	typ := reflect.TypeOf(rt)
-	if typ != nil && typ.Kind() == reflect.Pointer && typ.Elem().PkgPath() == "k8s.io/client-go/transport" && typ.Elem().Name() == "trackedTransport" {
-		if w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper }); ok {
-			rt = w.WrappedRoundTripper()
-		}
-	}
-	if t, ok := rt.(*http.Transport); ok {
-		return t, nil
-	}
-	return nil, fmt.Errorf("the base transport is a %T, not an *http.Transport it may clone", rt)
-}
-
-func (h *health) wrap(rt http.RoundTripper) http.RoundTripper {
-	base, err := baseTransport(rt)
-	if err != nil {
-		h.warn(err)
-		return rt
-	}
-	if !http2Enabled(base) {
-		h.warn(errors.New("the base transport has HTTP/2 off"))
-		return rt
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if c, ok := h.clones[rt]; ok {
-		return c
-	}
-	// Clone keeps TLSClientConfig (CA, client certificates and the
-	// certificate callback of exec plugins), the dialer (exec plugins'
-	// connection tracker) and the proxy. It does not keep an HTTP/2
-	// implementation registered through x/net/http2 (Go 1.26: TLSNextProto;
-	// Go 1.27: the transport's registered HTTP/2 config), which is bound to
-	// the original's timings, so the clone uses net/http's own HTTP/2 with
-	// its timings in HTTP2.
-	c := base.Clone()
-	c.TLSNextProto = nil
-	if c.Protocols == nil {
-		c.Protocols = new(http.Protocols)
-		c.Protocols.SetHTTP1(true)
-	}
-	c.Protocols.SetHTTP2(true)
-	if c.HTTP2 == nil {
-		c.HTTP2 = &http.HTTP2Config{}
-	}
-	c.HTTP2.SendPingTimeout = h.readIdle
-	c.HTTP2.PingTimeout = h.ping
-	h.clones[rt] = c
-	return c
-}
-
-// warn logs once why the health check does not apply.
-func (h *health) warn(err error) {
-	h.warned.Do(func() {
-		h.logger.Error(err, "kubeadapter: WithHTTP2Health does not apply; the client keeps client-go's HTTP/2 health check")
-	})
 }

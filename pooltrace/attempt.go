@@ -62,6 +62,11 @@ type Attempt struct {
 	Earlier []ConnInfo
 	// GotConn is when the connection was handed to the request.
 	GotConn time.Duration
+	// The timings below are recorded only when something will read them:
+	// an observer ([WithObserver]), or a logger that logs every attempt (at
+	// [WithVerbosity]). Otherwise they are zero, and a request costs three
+	// httptrace hooks fewer.
+	//
 	// Dial is, for a new connection, the time from RoundTrip to the TCP
 	// connection being ready: DNS, connect and any proxy CONNECT, without the
 	// TLS handshake. Zero for a reused connection.

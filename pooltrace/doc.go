@@ -8,8 +8,10 @@
 // [New] installs an httptrace.ClientTrace on each request (composed with any
 // trace already in the context, such as client-go's) and fills an [Attempt]:
 // whether the connection was reused, whether it was idle and for how long,
-// the protocol, the local and remote address, and the timing of dial, TLS
-// handshake, request written and first response byte.
+// the protocol, the local and remote address, and when the connection was
+// handed over. The timing of dial, TLS handshake, request written and first
+// response byte is recorded too when something will read it: an observer,
+// or a logger that logs every attempt. Errors always carry the connection.
 //
 // The connection facts mean different things on the two protocols:
 //

@@ -2,6 +2,7 @@ package pooltrace
 
 import (
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -29,6 +31,13 @@ type config struct {
 	logger    logr.Logger
 	verbosity int
 	observer  func(Attempt)
+	err       error
+}
+
+func (c *config) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("pooltrace: "+format, args...)
+	}
 }
 
 // WithLogger sets the logger used when the request's context carries none
@@ -39,48 +48,94 @@ func WithLogger(l logr.Logger) Option {
 
 // WithVerbosity sets the logr verbosity of the line logged for every
 // attempt. Failures on reused connections are logged at V(0) regardless.
-// Default: [DefaultVerbosity]. Negative values are treated as 0.
+// Default: [DefaultVerbosity]. Must not be negative.
 func WithVerbosity(v int) Option {
-	return optionFunc(func(c *config) { c.verbosity = max(v, 0) })
+	return optionFunc(func(c *config) {
+		c.verbosity = v
+		if v < 0 {
+			c.fail("WithVerbosity must not be negative, got %d", v)
+		}
+	})
 }
 
 // WithObserver calls f once for every attempt, when RoundTrip returns, for
 // example to feed metrics. f runs on the caller's goroutine and must not
-// block; it must not keep the Attempt's Earlier slice. Default: none.
+// block; it must not keep the Attempt's Earlier slice. Observers add up:
+// each one given is called, in order. Must not be nil. Default: none.
 func WithObserver(f func(Attempt)) Option {
-	return optionFunc(func(c *config) { c.observer = f })
+	return optionFunc(func(c *config) {
+		switch prev := c.observer; {
+		case f == nil:
+			c.fail("WithObserver must not be nil")
+		case prev != nil:
+			c.observer = func(a Attempt) { prev(a); f(a) }
+		default:
+			c.observer = f
+		}
+	})
 }
 
-// New returns a middleware that traces every attempt (see the package
-// documentation). The RoundTrippers it returns are safe for concurrent use.
-func New(opts ...Option) transport.Middleware {
+func newConfig(opts []Option) config {
 	c := config{logger: logr.Discard(), verbosity: DefaultVerbosity}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
 		}
 	}
+	return c
+}
+
+// Check reports the error that New(opts...) would return from every
+// request, or nil if the options are valid.
+func Check(opts ...Option) error {
+	c := newConfig(opts)
+	return c.err
+}
+
+// New returns a middleware that traces every attempt (see the package
+// documentation). The RoundTrippers it returns are safe for concurrent use.
+//
+// Invalid options do not panic: every request fails with an error naming
+// the option, without being sent.
+func New(opts ...Option) transport.Middleware {
+	c := newConfig(opts)
 	return func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{Wrapped: transport.Wrapped{Next: next}, cfg: c}
+		return &roundTripper{Wrapped: roundtrip.Wrapped{Next: next}, cfg: c}
 	}
 }
 
 type roundTripper struct {
-	transport.Wrapped
+	roundtrip.Wrapped
 	cfg config
 }
 
+// TracesConnections marks the RoundTripper as one whose errors carry the
+// connection (roundtrip.ConnTracer).
+func (rt *roundTripper) TracesConnections() {}
+
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	t := &tracer{}
+	if rt.cfg.err != nil {
+		roundtrip.CloseRequestBody(req)
+		return nil, rt.cfg.err
+	}
+	log, lerr := logr.FromContext(req.Context())
+	if lerr != nil {
+		log = rt.cfg.logger
+	}
+	t := &tracer{log: log}
 	t.a = Attempt{Method: req.Method, Start: time.Now()}
 	if req.URL != nil {
 		t.a.Host, t.a.Path = req.URL.Host, req.URL.Path
 	}
-	t.trace = httptrace.ClientTrace{
-		GotConn:              t.gotConn,
-		TLSHandshakeStart:    t.tlsStart,
-		WroteRequest:         t.wroteRequest,
-		GotFirstResponseByte: t.firstByte,
+	// The connection is always recorded: errors carry it. The timings of
+	// the phases cost a hook each, so they are recorded only for a reader:
+	// an observer, or a logger that logs every attempt.
+	t.trace.GotConn = t.gotConn
+	if rt.cfg.observer != nil || log.V(rt.cfg.verbosity).Enabled() {
+		t.timed = true
+		t.trace.TLSHandshakeStart = t.tlsStart
+		t.trace.WroteRequest = t.wroteRequest
+		t.trace.GotFirstResponseByte = t.firstByte
 	}
 	ctx := httptrace.WithClientTrace(req.Context(), &t.trace)
 
@@ -99,7 +154,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	a := t.a
 	t.mu.Unlock()
 
-	rt.report(req, a)
+	rt.report(t.log, a, t.timed)
 	if err != nil {
 		a.Err = nil
 		return nil, &Error{Attempt: a, Err: err}
@@ -111,22 +166,18 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-func (rt *roundTripper) report(req *http.Request, a Attempt) {
+func (rt *roundTripper) report(log logr.Logger, a Attempt, timed bool) {
 	if rt.cfg.observer != nil {
 		rt.cfg.observer(a)
 	}
-	log, err := logr.FromContext(req.Context())
-	if err != nil {
-		log = rt.cfg.logger
-	}
 	switch {
 	case a.Err != nil && a.HasConn && a.Conn.Reused:
-		log.Info("request failed on a reused connection", append(keysAndValues(a), "err", a.Err)...)
+		log.Info("request failed on a reused connection", append(keysAndValues(a, timed), "err", a.Err)...)
 	case len(a.Earlier) > 0:
-		log.Info("net/http re-sent the request on another connection after a failure on a reused one; the server may have executed it twice", keysAndValues(a)...)
+		log.Info("net/http re-sent the request on another connection after a failure on a reused one; the server may have executed it twice", keysAndValues(a, timed)...)
 	default:
 		if v := log.V(rt.cfg.verbosity); v.Enabled() {
-			kv := keysAndValues(a)
+			kv := keysAndValues(a, timed)
 			if a.Err != nil {
 				kv = append(kv, "err", a.Err)
 			}
@@ -135,7 +186,9 @@ func (rt *roundTripper) report(req *http.Request, a Attempt) {
 	}
 }
 
-func keysAndValues(a Attempt) []any {
+// keysAndValues is the log line of a; the timings only when they were
+// recorded.
+func keysAndValues(a Attempt, timed bool) []any {
 	kv := []any{
 		"method", a.Method, "host", a.Host, "path", a.Path,
 		"status", a.StatusCode, "duration", a.Duration,
@@ -145,9 +198,11 @@ func keysAndValues(a Attempt) []any {
 			"proto", a.Conn.Proto, "reused", a.Conn.Reused,
 			"wasIdle", a.Conn.WasIdle, "idleTime", a.Conn.IdleTime,
 			"localAddr", addr(a.Conn.LocalAddr), "remoteAddr", addr(a.Conn.RemoteAddr),
-			"gotConn", a.GotConn, "dial", a.Dial, "tlsHandshake", a.TLSHandshake,
-			"wroteRequest", a.WroteRequest, "firstByte", a.FirstByte,
+			"gotConn", a.GotConn,
 		)
+		if timed {
+			kv = append(kv, "dial", a.Dial, "tlsHandshake", a.TLSHandshake, "wroteRequest", a.WroteRequest, "firstByte", a.FirstByte)
+		}
 	}
 	if len(a.Earlier) > 0 {
 		earlier := make([]string, len(a.Earlier))
@@ -171,6 +226,8 @@ func addr(a interface{ String() string }) string {
 // body wrapper, saving an allocation per request.
 type tracer struct {
 	trace httptrace.ClientTrace
+	log   logr.Logger
+	timed bool // the phases are hooked
 
 	mu       sync.Mutex
 	a        Attempt
@@ -203,7 +260,7 @@ func (t *tracer) gotConn(info httptrace.GotConnInfo) {
 	t.a.Conn = c
 	t.a.GotConn = now.Sub(t.a.Start)
 	t.a.Dial, t.a.TLSHandshake = 0, 0
-	if !c.Reused {
+	if !c.Reused && t.timed {
 		// TLSHandshakeDone is not hooked: the handshake ends right before
 		// the connection is handed over, and one hook fewer is one
 		// allocation fewer per request.

@@ -178,6 +178,23 @@ func TestErrorOnReusedConnection(t *testing.T) {
 	assert.Regexp(t, `^Patch "[^"]+": on connection reused after `+idle+` idle \(HTTP/1.1 127.0.0.1:\d+->127.0.0.1:\d+\): read tcp .*: connection reset by peer$`, err.Error())
 	assert.Equal(t, 1, l.count("request failed on a reused connection"))
 	assert.Contains(t, l.all(), `"idleTime"=`)
+	// Nothing reads the timings of the phases: neither an observer nor a
+	// logger of every attempt. They are not recorded, nor logged as zeros.
+	assert.Zero(t, pe.Attempt.WroteRequest)
+	assert.Zero(t, pe.Attempt.FirstByte)
+	assert.NotContains(t, l.all(), `"wroteRequest"`)
+}
+
+// TestTimingsForADebugLogger: a logger that logs every attempt reads the
+// timings of the phases, so they are recorded and logged.
+func TestTimingsForADebugLogger(t *testing.T) {
+	u, base, _ := proxied(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	var l logs
+	rt := pooltrace.New(pooltrace.WithLogger(l.logger(pooltrace.DefaultVerbosity)))(base)
+	_, err := do(t, rt, http.MethodGet, u+"/x", nil)
+	require.NoError(t, err)
+	assert.Regexp(t, `"dial"=\S+ "tlsHandshake"=\S+ "wroteRequest"=\S+ "firstByte"=`, l.all())
+	assert.NotContains(t, l.all(), `"firstByte"=0s`, "the first byte arrived, so it was timed")
 }
 
 func TestSilentResendIsLogged(t *testing.T) {
@@ -339,4 +356,27 @@ func TestNoConnection(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "before a connection was established: dial tcp 127.0.0.1:1: connect: connection refused")
 	assert.True(t, errors.Is(err, syscall.ECONNREFUSED))
+}
+
+// TestRejectsBadOptions: an invalid option fails every request with an
+// error naming it, without sending it, and Check reports the same.
+func TestRejectsBadOptions(t *testing.T) {
+	for _, tt := range []struct {
+		give pooltrace.Option
+		want string
+	}{
+		{pooltrace.WithVerbosity(-1), "pooltrace: WithVerbosity must not be negative, got -1"},
+		{pooltrace.WithObserver(nil), "pooltrace: WithObserver must not be nil"},
+	} {
+		t.Run(tt.want, func(t *testing.T) {
+			assert.EqualError(t, pooltrace.Check(tt.give), tt.want)
+			body := contract.NewBody("{}")
+			req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/", body)
+			require.NoError(t, err)
+			_, err = pooltrace.New(tt.give)(http.DefaultTransport).RoundTrip(req)
+			assert.EqualError(t, err, tt.want)
+			assert.True(t, body.Closed())
+		})
+	}
+	assert.NoError(t, pooltrace.Check(pooltrace.WithVerbosity(0)))
 }

@@ -14,7 +14,7 @@
 //     timeout after writing, HTTP/2 connection lost). Only idempotent
 //     requests are retried: GET, HEAD, OPTIONS, TRACE, PUT, DELETE, a request
 //     with an Idempotency-Key or X-Idempotency-Key header, or one whose
-//     context was marked with [WithIdempotent].
+//     context was marked with [ContextWithIdempotent].
 //   - [NotRetryable]: anything else, including certificate errors, a
 //     cancelled caller, and errors the classifier does not know. Fail closed.
 //
@@ -59,14 +59,17 @@
 //     carried the request (no connection was handed to it), a status
 //     retried by [WithStatusRetry].
 //
-// The connection comes from net/http itself: the middleware adds its own
+// The connection comes from net/http itself. When a pooltrace middleware
+// is below this one (the recommended order, and kubeadapter's), its error
+// names the connection the attempt failed on, and an event is keyed by the
+// connection's addresses. Otherwise the middleware adds its own
 // httptrace.ClientTrace to each request's context, composed with any trace
-// already there (client-go's, pooltrace's), and its GotConn hook names the
-// connection the attempt was sent on. An event is keyed by that
-// connection's addresses and its identity in memory, and holds no
-// reference to it. Events are kept only on the failure path, under the
-// budget's lock; a request that succeeds costs one locked addition and the
-// trace hook. [WithoutBudget] removes both.
+// already there (client-go's), and its GotConn hook names the connection;
+// an event is then keyed by its addresses and its identity in memory. No
+// event holds a reference to its connection. Events are kept only on the
+// failure path, under the budget's lock; a request that succeeds costs one
+// locked addition, and the trace hook when there is no pooltrace below.
+// [WithoutBudget] removes both.
 //
 // With the default budget:
 //
@@ -88,8 +91,17 @@
 //     200 requests, about 416 (TestStormInFlight).
 //
 // net/http already re-sends replayable requests that fail on a reused
-// connection, HTTP/2 re-sends refused streams, and client-go re-sends GETs
-// on connection resets; keep the attempt count low ([DefaultMaxAttempts]).
+// connection and HTTP/2 re-sends refused streams; keep the attempt count
+// low ([DefaultMaxAttempts]). client-go re-sends GETs on connection resets
+// too, but not on top of this middleware when kubeadapter installs it (see
+// kubeadapter.Error).
+//
+// # Observing
+//
+// [WithObserver] reports every [Decision]: each retry, with the class of
+// the failure or the status, and the end of retrying with its [Reason].
+// Budget refusals are the decisions whose Reason is [ReasonBudget]. A
+// request that succeeds at once reports nothing and costs nothing more.
 //
 // # Composition
 //

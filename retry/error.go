@@ -35,7 +35,7 @@ func (r Reason) String() string {
 	case ReasonNotRetryable:
 		return "not retryable"
 	case ReasonNotIdempotent:
-		return "not retried: the request may have reached the server and is not idempotent (mark it with retry.WithIdempotent if it is)"
+		return "not retried: the request may have reached the server and is not idempotent (mark it with retry.ContextWithIdempotent if it is)"
 	case ReasonBodyNotRewindable:
 		return "not retried: the request body cannot be rewound (no GetBody)"
 	case ReasonAttempts:

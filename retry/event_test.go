@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
@@ -115,7 +116,7 @@ func (s *holdServer) send(rt http.RoundTripper, method, id string) result {
 	defer cancel()
 	var body io.Reader
 	if method == http.MethodPatch {
-		ctx = retry.WithIdempotent(ctx)
+		ctx = retry.ContextWithIdempotent(ctx)
 		body = strings.NewReader(`{"spec":{"operatingMode":"Suspended"}}`)
 	}
 	if method == http.MethodPost {
@@ -204,6 +205,21 @@ func (s *holdServer) check(t *testing.T, results []result) {
 	}
 }
 
+// stacks are the two ways the retry middleware learns which connection an
+// attempt failed on: a trace of its own, or pooltrace's error when
+// pooltrace is below it.
+var stacks = []struct {
+	name  string
+	chain func(retry transport.Middleware) transport.Middleware
+}{
+	{"own trace", func(mw transport.Middleware) transport.Middleware {
+		return transport.Chain(mw, timeout.New(15*time.Second))
+	}},
+	{"pooltrace below", func(mw transport.Middleware) transport.Middleware {
+		return transport.Chain(mw, pooltrace.New(), timeout.New(15*time.Second))
+	}},
+}
+
 // TestConnectionLoss: one HTTP/2 connection carries every request of a
 // client, as client-go's does; it is reset while all of them are in flight.
 // The loss is one event: it takes one token from the budget, and every
@@ -217,25 +233,27 @@ func TestConnectionLoss(t *testing.T) {
 		{"200 in flight", 100, 50, 50},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newHoldServer(t)
-			log := newRetryLog(t)
-			mw, spent := retry.NewCounted(retry.WithLogger(log.logger()))
-			rt := transport.Chain(mw, timeout.New(15*time.Second))(s.base)
-			s.warm(t, rt, "a")
-			results := s.batch(t, rt, "a", tt.gets, tt.patches, tt.posts, func() {
-				require.Equal(t, 1, s.proxy.ResetAll())
+		for _, st := range stacks {
+			t.Run(tt.name+"/"+st.name, func(t *testing.T) {
+				s := newHoldServer(t)
+				log := newRetryLog(t)
+				mw, spent := retry.NewCounted(retry.WithLogger(log.logger()))
+				rt := st.chain(mw)(s.base)
+				s.warm(t, rt, "a")
+				results := s.batch(t, rt, "a", tt.gets, tt.patches, tt.posts, func() {
+					require.Equal(t, 1, s.proxy.ResetAll())
+				})
+				s.check(t, results)
+				// The loss takes one token. If a retry fails again (once in
+				// about twenty -race runs on two busy cores, Go 1.26 closed the
+				// fresh connection carrying 100 retries: "unexpected EOF"
+				// before the server ran them), that retry pays its own, as
+				// the package documentation says.
+				later := log.later()
+				assert.Equal(t, 1, spent()-later, "tokens taken by the loss; %d by retries of retries", later)
+				t.Logf("%d requests in flight, one connection lost: %d token(s), %d more for retries of retries", len(results), spent()-later, later)
 			})
-			s.check(t, results)
-			// The loss takes one token. If a retry fails again (once in
-			// about twenty -race runs on two busy cores, Go 1.26 closed the
-			// fresh connection carrying 100 retries: "unexpected EOF"
-			// before the server ran them), that retry pays its own, as
-			// the package documentation says.
-			later := log.later()
-			assert.Equal(t, 1, spent()-later, "tokens taken by the loss; %d by retries of retries", later)
-			t.Logf("%d requests in flight, one connection lost: %d token(s), %d more for retries of retries", len(results), spent()-later, later)
-		})
+		}
 	}
 }
 
@@ -243,10 +261,16 @@ func TestConnectionLoss(t *testing.T) {
 // reset one second apart, far less than the time the budget's floor would
 // take to pay for 60 retries. Each loss costs one token.
 func TestTwoConnectionLosses(t *testing.T) {
+	for _, st := range stacks {
+		t.Run(st.name, func(t *testing.T) { twoConnectionLosses(t, st.chain) })
+	}
+}
+
+func twoConnectionLosses(t *testing.T, chain func(transport.Middleware) transport.Middleware) {
 	s := newHoldServer(t)
 	log := newRetryLog(t)
 	mw, spent := retry.NewCounted(retry.WithLogger(log.logger()))
-	rt := transport.Chain(mw, timeout.New(15*time.Second))(s.base)
+	rt := chain(mw)(s.base)
 
 	s.warm(t, rt, "a")
 	var first time.Time

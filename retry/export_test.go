@@ -11,7 +11,7 @@ import (
 func NewCounted(opts ...Option) (transport.Middleware, func() int) {
 	c := newConfig(opts)
 	mw := func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{Wrapped: transport.Wrapped{Next: next}, cfg: c}
+		return newRoundTripper(next, c)
 	}
 	return mw, func() int {
 		if c.budget == nil {

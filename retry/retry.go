@@ -3,12 +3,8 @@ package retry
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/httptrace"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -69,6 +65,7 @@ type config struct {
 	status      bool
 	logger      logr.Logger
 	verbosity   int
+	observer    func(Decision)
 	err         error
 }
 
@@ -112,7 +109,7 @@ func WithClassifier(f func(error) Class) Option {
 
 // WithExempt sets which requests pass through without retries, in addition
 // to upgrade requests, which always do. kubeadapter exempts long-running
-// requests (timeout.LongRunning). Default: none.
+// requests (timeout.LongRunning). A nil f exempts none. Default: none.
 func WithExempt(f func(*http.Request) bool) Option {
 	return optionFunc(func(c *config) { c.exempt = f })
 }
@@ -160,9 +157,33 @@ func WithLogger(l logr.Logger) Option {
 }
 
 // WithVerbosity sets the logr verbosity of the line logged for each retry.
-// Default: 0.
+// Default: 0. Must not be negative.
 func WithVerbosity(v int) Option {
-	return optionFunc(func(c *config) { c.verbosity = max(v, 0) })
+	return optionFunc(func(c *config) {
+		c.verbosity = v
+		if v < 0 {
+			c.fail("WithVerbosity must not be negative, got %d", v)
+		}
+	})
+}
+
+// WithObserver calls f for every decision the middleware makes after a
+// failed attempt: each retry, and the end of retrying with its [Reason].
+// A request that succeeds on its first attempt calls nothing. f runs on the
+// request's goroutine and must not block. Observers add up: each one given
+// is called, in order. Must not be nil. Default: none.
+func WithObserver(f func(Decision)) Option {
+	return optionFunc(func(c *config) {
+		if f == nil {
+			c.fail("WithObserver must not be nil")
+			return
+		}
+		if prev := c.observer; prev != nil {
+			c.observer = func(d Decision) { prev(d); f(d) }
+			return
+		}
+		c.observer = f
+	})
 }
 
 func newConfig(opts []Option) config {
@@ -197,23 +218,21 @@ func Check(opts ...Option) error {
 // option, without being sent.
 func New(opts ...Option) transport.Middleware {
 	c := newConfig(opts)
-	return func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{Wrapped: transport.Wrapped{Next: next}, cfg: c}
-	}
+	return func(next http.RoundTripper) http.RoundTripper { return newRoundTripper(next, c) }
 }
 
 type idempotentKey struct{}
 
-// WithIdempotent marks requests made with the returned context as
+// ContextWithIdempotent marks requests made with the returned context as
 // idempotent: re-sending them is harmless, so a failure that may have
 // reached the server is retried even for POST or PATCH.
-func WithIdempotent(ctx context.Context) context.Context {
+func ContextWithIdempotent(ctx context.Context) context.Context {
 	return context.WithValue(ctx, idempotentKey{}, true)
 }
 
 // IsIdempotent reports whether req may be re-sent after it may have reached
 // the server: by its method, by an Idempotency-Key or X-Idempotency-Key
-// header (present, as net/http counts it), or by [WithIdempotent].
+// header (present, as net/http counts it), or by [ContextWithIdempotent].
 func IsIdempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
@@ -227,230 +246,4 @@ func IsIdempotent(req *http.Request) bool {
 	}
 	marked, _ := req.Context().Value(idempotentKey{}).(bool)
 	return marked
-}
-
-type roundTripper struct {
-	transport.Wrapped
-	cfg config
-}
-
-func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	if rt.cfg.err != nil {
-		transport.CloseRequestBody(req)
-		return nil, rt.cfg.err
-	}
-	if transport.IsUpgrade(req) || (rt.cfg.exempt != nil && rt.cfg.exempt(req)) {
-		return rt.Next.RoundTrip(req)
-	}
-	var conn *connTrace
-	if rt.cfg.budget != nil {
-		rt.cfg.budget.deposit()
-		conn = &connTrace{}
-		conn.trace.GotConn = conn.gotConn
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &conn.trace))
-	}
-	resp, err := rt.Next.RoundTrip(req)
-	if err == nil && !rt.retryStatus(req, resp) {
-		return resp, nil
-	}
-	return rt.retry(req, conn, resp, err)
-}
-
-// connTrace learns which connection carried an attempt, so that the
-// requests that failed with the same connection can share one retry token.
-// net/http calls GotConn for every connection it hands the request,
-// composed with any other trace in the context (client-go's, pooltrace's);
-// the last one is the connection the attempt failed on. Dials that fail
-// never report a connection.
-type connTrace struct {
-	trace httptrace.ClientTrace
-	mu    sync.Mutex
-	conn  net.Conn
-}
-
-func (c *connTrace) gotConn(info httptrace.GotConnInfo) {
-	c.mu.Lock()
-	c.conn = info.Conn
-	c.mu.Unlock()
-}
-
-// take returns the connection of the attempt that just ended, if there was
-// one, and forgets it for the next attempt.
-func (c *connTrace) take() net.Conn {
-	if c == nil {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	conn := c.conn
-	c.conn = nil
-	return conn
-}
-
-// retryStatus reports whether resp is a status WithStatusRetry retries.
-func (rt *roundTripper) retryStatus(req *http.Request, resp *http.Response) bool {
-	if !rt.cfg.status {
-		return false
-	}
-	switch resp.StatusCode {
-	case http.StatusTooManyRequests:
-		return true
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return IsIdempotent(req)
-	}
-	return false
-}
-
-// retry takes over after the first attempt failed with err, or answered
-// with a status to retry in resp. It is the slow path: the state it keeps is
-// per request. conn is nil when there is no budget.
-func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Response, err error) (*http.Response, error) {
-	ctx := req.Context()
-	e := &Error{Method: req.Method}
-	rewindable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	shared := false // whether a retry of this request already shared a token
-	for attempt := 1; ; attempt++ {
-		e.Attempts = attempt
-		var wait time.Duration
-		failedOn := conn.take()
-		if err != nil {
-			e.Causes = append(e.Causes, err)
-			class := rt.cfg.classify(err)
-			e.Class = class
-			switch {
-			case ctx.Err() != nil:
-				e.Reason = ReasonCanceled
-				if ctx.Err() == context.DeadlineExceeded {
-					e.Reason = ReasonDeadline
-				}
-				return nil, e
-			case class == NotRetryable:
-				e.Reason = ReasonNotRetryable
-				return nil, e
-			case class == MaybeSent && !IsIdempotent(req):
-				e.Reason = ReasonNotIdempotent
-				return nil, e
-			case !rewindable:
-				e.Reason = ReasonBodyNotRewindable
-				return nil, e
-			case attempt >= rt.cfg.maxAttempts:
-				e.Reason = ReasonAttempts
-				return nil, e
-			}
-			wait = rt.cfg.backoff(attempt)
-		} else {
-			// A status to retry: give the response back unless another
-			// attempt is possible.
-			if !rewindable || attempt >= rt.cfg.maxAttempts {
-				return resp, nil
-			}
-			wait = rt.cfg.backoff(attempt)
-			if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-				wait = ra
-			}
-			if !rt.fits(ctx, wait) || !rt.withdraw() {
-				return resp, nil
-			}
-			drain(resp)
-		}
-		if err != nil {
-			if !rt.fits(ctx, wait) {
-				e.Reason = ReasonDeadline
-				return nil, e
-			}
-			if !rt.admit(err, e.Class, failedOn, &shared) {
-				e.Reason = ReasonBudget
-				return nil, e
-			}
-		}
-		rt.log(req, attempt, err, e.Class, resp, wait)
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				e.Causes = append(e.Causes, context.Cause(ctx))
-				e.Reason = ReasonCanceled
-				if ctx.Err() == context.DeadlineExceeded {
-					e.Reason = ReasonDeadline
-				}
-				return nil, e
-			}
-		}
-		next := req
-		if req.Body != nil && req.Body != http.NoBody {
-			body, berr := req.GetBody()
-			if berr != nil {
-				e.Causes = append(e.Causes, fmt.Errorf("rewinding the request body: %w", berr))
-				e.Reason = ReasonBodyNotRewindable
-				return nil, e
-			}
-			r := *req
-			r.Body = body
-			next = &r
-		}
-		resp, err = rt.Next.RoundTrip(next)
-		if err == nil && !rt.retryStatus(req, resp) {
-			return resp, nil
-		}
-	}
-}
-
-// fits reports whether a wait of d ends before the context's deadline.
-func (rt *roundTripper) fits(ctx context.Context, d time.Duration) bool {
-	dl, ok := ctx.Deadline()
-	return !ok || time.Until(dl) > d
-}
-
-func (rt *roundTripper) withdraw() bool {
-	return rt.cfg.budget == nil || rt.cfg.budget.withdraw()
-}
-
-// admit asks the budget for a retry after err (see the package
-// documentation, The retry budget): free if the request never reached a
-// server, one token shared with the connection's other requests if the
-// connection was lost under it (once per request: its later retries pay
-// their own), else one token.
-func (rt *roundTripper) admit(err error, class Class, failedOn net.Conn, shared *bool) bool {
-	if rt.cfg.budget == nil {
-		return true
-	}
-	switch c := budgetCause(err); {
-	case c == causeNoLoad && class == NotSent:
-		return true
-	case c == causeConnection && failedOn != nil && !*shared:
-		*shared = true
-		return rt.cfg.budget.withdrawShared(keyOf(failedOn))
-	}
-	return rt.cfg.budget.withdraw()
-}
-
-func (rt *roundTripper) log(req *http.Request, attempt int, err error, class Class, resp *http.Response, wait time.Duration) {
-	log, lerr := logr.FromContext(req.Context())
-	if lerr != nil {
-		log = rt.cfg.logger
-	}
-	v := log.V(rt.cfg.verbosity)
-	if !v.Enabled() {
-		return
-	}
-	path := ""
-	if req.URL != nil {
-		path = req.URL.Path
-	}
-	kv := []any{"method", req.Method, "host", req.Host, "path", path, "attempt", attempt, "wait", wait}
-	if err != nil {
-		kv = append(kv, "class", class.String(), "err", err)
-	} else {
-		kv = append(kv, "status", resp.StatusCode)
-	}
-	v.Info("retrying request", kv...)
-}
-
-// drain reads a little of a discarded response body, so that its connection
-// can be reused, and closes it.
-func drain(resp *http.Response) {
-	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
-	_ = resp.Body.Close()
 }

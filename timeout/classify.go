@@ -2,9 +2,10 @@ package timeout
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
-	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/internal/roundtrip"
 )
 
 // LongRunning reports whether req is a long-running Kubernetes API request,
@@ -25,34 +26,53 @@ func LongRunning(req *http.Request) bool {
 	if req == nil || req.URL == nil {
 		return false
 	}
-	if transport.IsUpgrade(req) {
+	if roundtrip.IsUpgrade(req) {
 		return true
 	}
+	// Every request is classified, so this allocates nothing: the query is
+	// scanned, not parsed into a map, and the path split into an array on
+	// the stack.
 	q := req.URL.RawQuery
-	if q != "" {
-		query := req.URL.Query()
-		if flag(query, "watch") {
-			return true
-		}
-		if flag(query, "follow") && subresource(req.URL.Path) == "log" {
-			return true
-		}
+	if flag(q, "watch") {
+		return true
 	}
-	switch subresource(req.URL.Path) {
+	switch sub := subresource(req.URL.Path); sub {
 	case "exec", "attach", "portforward", "proxy", "watch":
 		return true
+	case "log":
+		return flag(q, "follow")
 	}
 	return false
 }
 
-// flag follows apimachinery's conversion of a query string to a bool: present
-// and not "0" or "false" (any case) is true.
-func flag(q map[string][]string, key string) bool {
-	v, ok := q[key]
-	if !ok || len(v) == 0 {
-		return false
+// flag reports whether the first value of key in the raw query is set,
+// following apimachinery's conversion of a query string to a bool: present
+// and not "0" or "false" (any case) is true. Pairs that url.ParseQuery
+// would drop (a bad escape) are skipped.
+func flag(raw, key string) bool {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(pair, "=")
+		k, ok := unescape(k)
+		if !ok || k != key {
+			continue
+		}
+		if v, ok = unescape(v); !ok {
+			continue
+		}
+		return v != "0" && !strings.EqualFold(v, "false")
 	}
-	return v[0] != "0" && !strings.EqualFold(v[0], "false")
+	return false
+}
+
+// unescape decodes a query component, and reports whether it is valid.
+func unescape(s string) (string, bool) {
+	if !strings.ContainsAny(s, "%+") {
+		return s, true
+	}
+	u, err := url.QueryUnescape(s)
+	return u, err == nil
 }
 
 var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
@@ -63,7 +83,8 @@ var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
 // parsing: /api/<version>/... or /apis/<group>/<version>/..., then an
 // optional namespaces/<ns>, then <resource>/<name>/<subresource>.
 func subresource(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
+	var buf [32]string
+	parts := segments(strings.Trim(path, "/"), buf[:0])
 	rest := -1
 	for i, p := range parts {
 		if p == "api" && i+1 < len(parts) {
@@ -92,4 +113,17 @@ func subresource(path string) string {
 		return parts[2]
 	}
 	return ""
+}
+
+// segments appends the /-separated segments of p to dst. With room in dst
+// for all of them, it allocates nothing.
+func segments(p string, dst []string) []string {
+	for {
+		seg, rest, found := strings.Cut(p, "/")
+		dst = append(dst, seg)
+		if !found {
+			return dst
+		}
+		p = rest
+	}
 }

@@ -24,8 +24,8 @@
 // io.ReadWriteCloser body.
 //
 // The caller's context deadline, when it is sooner than the budget, wins and
-// its error is returned unchanged. [WithBudget] overrides the budget for one
-// call and [WithoutBudget] removes it for one call.
+// its error is returned unchanged. [ContextWithBudget] overrides the budget for one
+// call and [ContextWithoutBudget] removes it for one call.
 //
 // # Errors
 //

@@ -37,8 +37,8 @@ func ExampleNew() {
 }
 
 // A longer budget for one call that is known to be slow.
-func ExampleWithBudget() {
-	ctx := timeout.WithBudget(context.Background(), 2*time.Minute)
+func ExampleContextWithBudget() {
+	ctx := timeout.ContextWithBudget(context.Background(), 2*time.Minute)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://127.0.0.1:6443/apis/batch/v1/namespaces/ns/jobs", nil)
 	_ = req // send it through a client built with timeout.New
 }

@@ -10,66 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/transport"
 )
-
-// Option configures [New].
-type Option interface {
-	apply(*config)
-}
-
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
-
-type config struct {
-	budget      time.Duration
-	longRunning func(*http.Request) bool
-	stall       time.Duration
-	err         error
-}
-
-// WithLongRunning replaces the classifier of long-running requests, which
-// are bounded only until their response headers. A nil func makes no
-// request long-running. Default: [LongRunning].
-func WithLongRunning(f func(*http.Request) bool) Option {
-	return optionFunc(func(c *config) { c.longRunning = f })
-}
-
-// WithStallTimeout turns on a no-progress watchdog for the body of
-// long-running requests: a stream that delivers no bytes for d is cut with
-// an [*Error] of [PhaseStalled]. Watches that see no events for a while are
-// silent, so choose d well above the longest quiet period you expect (the
-// API server ends a watch after 30 to 60 minutes by itself). Default: off.
-// Must be positive.
-func WithStallTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		c.stall = d
-		if d <= 0 && c.err == nil {
-			c.err = fmt.Errorf("timeout: WithStallTimeout must be positive, got %v", d)
-		}
-	})
-}
-
-func newConfig(budget time.Duration, opts []Option) config {
-	c := config{budget: budget, longRunning: LongRunning}
-	if budget <= 0 {
-		c.err = fmt.Errorf("timeout: budget of timeout.New must be positive, got %v", budget)
-	}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&c)
-		}
-	}
-	return c
-}
-
-// Check reports the error that New(budget, opts...) would return from every
-// request, or nil if the configuration is valid.
-func Check(budget time.Duration, opts ...Option) error {
-	c := newConfig(budget, opts)
-	return c.err
-}
 
 // New returns a middleware that gives every request its own deadline of
 // budget, starting when RoundTrip is called and ending when the response
@@ -81,38 +24,18 @@ func Check(budget time.Duration, opts ...Option) error {
 func New(budget time.Duration, opts ...Option) transport.Middleware {
 	c := newConfig(budget, opts)
 	return func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{Wrapped: transport.Wrapped{Next: next}, cfg: c}
+		return &roundTripper{Wrapped: roundtrip.Wrapped{Next: next}, cfg: c}
 	}
 }
 
-type budgetKey struct{}
-
-type budgetValue struct {
-	d    time.Duration
-	none bool
-}
-
-// WithBudget returns a context under which requests get budget d instead of
-// the middleware's own. A d that is not positive makes the request fail with
-// an error naming it, without being sent.
-func WithBudget(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, budgetKey{}, &budgetValue{d: d})
-}
-
-// WithoutBudget returns a context under which requests get no deadline from
-// this middleware; the context's own deadline, if any, still applies.
-func WithoutBudget(ctx context.Context) context.Context {
-	return context.WithValue(ctx, budgetKey{}, &budgetValue{none: true})
-}
-
 type roundTripper struct {
-	transport.Wrapped
+	roundtrip.Wrapped
 	cfg config
 }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rt.cfg.err != nil {
-		transport.CloseRequestBody(req)
+		roundtrip.CloseRequestBody(req)
 		return nil, rt.cfg.err
 	}
 	ctx := req.Context()
@@ -122,8 +45,8 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		case v.none:
 			return rt.Next.RoundTrip(req)
 		case v.d <= 0:
-			transport.CloseRequestBody(req)
-			return nil, fmt.Errorf("timeout: budget of timeout.WithBudget must be positive, got %v", v.d)
+			roundtrip.CloseRequestBody(req)
+			return nil, fmt.Errorf("timeout: budget of timeout.ContextWithBudget must be positive, got %v", v.d)
 		}
 		budget = v.d
 	}
@@ -133,11 +56,19 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return rt.Next.RoundTrip(req)
 	}
 	c := &call{start: start, budget: budget, phase: PhaseHeaders}
+	if rt.cfg.observer != nil {
+		c.req, c.observer = req, rt.cfg.observer
+	}
 	if rt.cfg.longRunning != nil && rt.cfg.longRunning(req) {
 		c.longRunning = true
 		c.stall = rt.cfg.stall
 	}
 	ctx, c.cancel = context.WithCancelCause(ctx)
+	// The deadline starts here, when the request is handed to the
+	// transport, and not when a connection is read from: a read deadline on
+	// a pooled connection also counts the time it sat idle, so a request on
+	// a connection idle for T gets only budget-T (the seed's bug). It stops
+	// when the body is read to EOF or closed (call.Read, call.Close).
 	c.mu.Lock()
 	c.timer = time.AfterFunc(budget, c.fire)
 	c.mu.Unlock()
@@ -180,7 +111,9 @@ type call struct {
 	longRunning bool
 	stall       time.Duration
 	cancel      context.CancelCauseFunc
-	progress    atomic.Int64 // nanoseconds since start of the last body progress
+	progress    atomic.Int64   // nanoseconds since start of the last body progress
+	req         *http.Request  // for the observer only
+	observer    func(Exceeded) // nil when there is none
 
 	mu    sync.Mutex
 	timer *time.Timer
@@ -199,8 +132,7 @@ func (c *call) fire() {
 	limit := c.budget
 	if c.phase == PhaseStalled {
 		limit = c.stall
-		if quiet := elapsed - time.Duration(c.progress.Load()); quiet < c.stall {
-			c.timer.Reset(c.stall - quiet)
+		if c.rearm(elapsed) {
 			c.mu.Unlock()
 			return
 		}
@@ -209,6 +141,9 @@ func (c *call) fire() {
 	c.done = true
 	err := c.err
 	c.mu.Unlock()
+	if c.observer != nil {
+		c.observer(Exceeded{Request: c.req, Phase: err.Phase, Limit: limit, Elapsed: elapsed})
+	}
 	c.cancel(err)
 }
 
@@ -218,24 +153,6 @@ func (c *call) setPhase(p Phase) {
 		c.phase = p
 	}
 	c.mu.Unlock()
-}
-
-// streaming moves a long-running request past its headers: the budget no
-// longer applies, the stall watchdog does if it is on.
-func (c *call) streaming() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done {
-		return
-	}
-	if c.stall <= 0 {
-		c.timer.Stop()
-		c.phase = PhaseBody
-		return
-	}
-	c.phase = PhaseStalled
-	c.progress.Store(int64(time.Since(c.start)))
-	c.timer.Reset(c.stall)
 }
 
 // stop ends the deadline but keeps the context alive; used for upgrades,

@@ -1,9 +1,6 @@
 package transport
 
-import (
-	"net/http"
-	"strings"
-)
+import "net/http"
 
 // Middleware wraps a RoundTripper in another. It has the same underlying
 // type as client-go's transport.WrapperFunc.
@@ -23,51 +20,3 @@ func Chain(ms ...Middleware) Middleware {
 		return rt
 	}
 }
-
-// CloseIdleConnections calls CloseIdleConnections on rt if it has that
-// method. Middleware uses it to forward the call to the RoundTripper it
-// wraps, the way http.Client.CloseIdleConnections does.
-func CloseIdleConnections(rt http.RoundTripper) {
-	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
-
-// CloseRequestBody closes req.Body if there is one. A RoundTripper that
-// returns an error without passing the request on must close the body.
-func CloseRequestBody(req *http.Request) {
-	if req != nil && req.Body != nil {
-		_ = req.Body.Close()
-	}
-}
-
-// IsUpgrade reports whether req asks for a protocol upgrade: a Connection
-// header naming "upgrade" (exec, attach and port-forward over SPDY or
-// WebSocket). Such a request's 101 response hands the connection to the
-// caller, so middleware must neither retry it nor wrap it as an ordinary
-// body.
-func IsUpgrade(req *http.Request) bool {
-	for _, v := range req.Header["Connection"] {
-		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// Wrapped is embedded by middleware RoundTrippers. It holds the
-// RoundTripper they wrap and gives them WrappedRoundTripper, so that
-// apimachinery's utilnet.CloseIdleConnectionsFor can walk through, and
-// CloseIdleConnections, forwarded to Next.
-type Wrapped struct {
-	Next http.RoundTripper
-}
-
-// WrappedRoundTripper returns the wrapped RoundTripper.
-func (w Wrapped) WrappedRoundTripper() http.RoundTripper { return w.Next }
-
-// CloseIdleConnections forwards to the wrapped RoundTripper; middleware
-// never empties the pool itself.
-func (w Wrapped) CloseIdleConnections() { CloseIdleConnections(w.Next) }

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/kubewire/kubewire/internal/contract"
 	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/transport"
@@ -220,37 +219,6 @@ func TestIdleConnTimeout(t *testing.T) {
 		got, _ := reused(t, tr, srv.URL)
 		assert.True(t, got)
 	})
-}
-
-func TestCloseRequestBody(t *testing.T) {
-	transport.CloseRequestBody(nil)
-	body := contract.NewBody("x")
-	req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1/", body)
-	require.NoError(t, err)
-	transport.CloseRequestBody(req)
-	assert.True(t, body.Closed())
-}
-
-func TestIsUpgrade(t *testing.T) {
-	tests := []struct {
-		give []string
-		want bool
-	}{
-		{nil, false},
-		{[]string{"keep-alive"}, false},
-		{[]string{"Upgrade"}, true},
-		{[]string{"keep-alive, upgrade"}, true},
-		{[]string{"close", "UPGRADE"}, true},
-		{[]string{"upgrades"}, false},
-	}
-	for _, tt := range tests {
-		req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1/", nil)
-		require.NoError(t, err)
-		if tt.give != nil {
-			req.Header["Connection"] = tt.give
-		}
-		assert.Equal(t, tt.want, transport.IsUpgrade(req), "%q", tt.give)
-	}
 }
 
 // h2Server starts a TLS server that offers h2 and answers 200, and returns

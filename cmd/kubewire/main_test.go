@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -79,6 +80,9 @@ func TestProbeTable(t *testing.T) {
 	lo, hi := duration(t, m[1]), duration(t, m[2])
 	assert.LessOrEqual(t, lo, 250*time.Millisecond)
 	assert.Less(t, lo, hi)
+	// The advice names the option for the client-go config it probed, with
+	// the longest idle time that survived.
+	assert.Contains(t, lines[len(lines)-1], fmt.Sprintf("kubeadapter.Apply(cfg, kubeadapter.WithIdleConnTimeout(%v))", lo))
 	assert.Contains(t, errOut.String(), "probing: idle gap 500ms (3 of 3)", "a progress line while it runs")
 }
 

@@ -233,7 +233,7 @@ func newProber(name string, cfg *rest.Config, budget time.Duration) (*prober, er
 		})
 		p.budget = c.Timeout
 	} else {
-		if err := kubeadapter.Apply(c, kubeadapter.WithTimeout(budget), kubeadapter.WithObserver(observe)); err != nil {
+		if err := kubeadapter.Apply(c, kubeadapter.WithTimeout(budget), kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: observe})); err != nil {
 			return nil, err
 		}
 		p.budget = budget
@@ -330,14 +330,29 @@ func summarize(rows []row) string {
 	}
 	switch {
 	case firstBad >= 0 && lastGood >= 0:
-		return fmt.Sprintf("Pooled connections idle for %v or more failed when reused, while those idle for %v were fine: something between this client and the API server (a load balancer, a NAT or a firewall) drops idle connections after between %v and %v. net/http re-sent these GETs on a new connection, so reads survived, possibly executed twice; a PATCH, POST or DELETE on such a connection fails. Keep the client's idle-connection timeout below %v (transport.WithIdleConnTimeout), and give writes that are safe to repeat retry.WithIdempotent.",
-			firstBad.Round(time.Millisecond), lastGood.Round(time.Millisecond), lastGood.Round(time.Millisecond), firstBad.Round(time.Millisecond), lastGood.Round(time.Millisecond))
+		return fmt.Sprintf("Pooled connections idle for %v or more failed when reused, while those idle for %v were fine: something between this client and the API server (a load balancer, a NAT or a firewall) drops idle connections after between %v and %v. net/http re-sent these GETs on a new connection, so reads survived, possibly executed twice; a PATCH, POST or DELETE on such a connection fails. Keep the clients' idle-connection timeout at or below %v: kubeadapter.Apply(cfg, kubeadapter.WithIdleConnTimeout(%v)) for a client-go config (client-go keeps idle connections 90s), and give writes that are safe to repeat retry.ContextWithIdempotent.",
+			firstBad.Round(time.Millisecond), lastGood.Round(time.Millisecond), lastGood.Round(time.Millisecond), firstBad.Round(time.Millisecond), lastGood.Round(time.Millisecond), safeIdle(lastGood, firstBad))
 	case firstBad >= 0:
-		return fmt.Sprintf("Every reused pooled connection failed, the shortest idle for %v: connections do not survive being idle here. Keep the client's idle-connection timeout short (transport.WithIdleConnTimeout) and give writes that are safe to repeat retry.WithIdempotent.", firstBad.Round(time.Millisecond))
+		return fmt.Sprintf("Every reused pooled connection failed, the shortest idle for %v: connections do not survive being idle here. Keep the clients' idle-connection timeout below that: kubeadapter.Apply(cfg, kubeadapter.WithIdleConnTimeout(%v)) for a client-go config, and give writes that are safe to repeat retry.ContextWithIdempotent.", firstBad.Round(time.Millisecond), safeIdle(0, firstBad))
 	case lastGood >= 0:
 		return fmt.Sprintf("Pooled connections idle for up to %v were reused without failure. Nothing here drops idle connections within the gaps probed; probe longer gaps (-gaps) to find the limit of your load balancer. The budget-left column is the time each kubewire request had to spare.", lastGood.Round(time.Millisecond))
 	}
 	return "No connection was reused, so nothing can be said about idle limits; probe longer gaps (-gaps)."
+}
+
+// safeIdle is the idle-connection timeout to advise: the longest idle time
+// that survived, or half the shortest that failed when none survived: in
+// whole seconds, rounded down, when it is that long, else in milliseconds
+// as the summary prints it.
+func safeIdle(lastGood, firstBad time.Duration) time.Duration {
+	d := lastGood
+	if d <= 0 {
+		d = firstBad / 2
+	}
+	if d >= time.Second {
+		return d.Truncate(time.Second)
+	}
+	return max(d.Round(time.Millisecond), time.Millisecond)
 }
 
 func printReport(w io.Writer, rep report) {

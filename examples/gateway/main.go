@@ -18,6 +18,7 @@
 //	POST   /v1/namespaces/{ns}/sandboxes/{name}/stop   stop
 //	POST   /v1/namespaces/{ns}/sandboxes/{name}/start  start
 //	DELETE /v1/namespaces/{ns}/sandboxes/{name}        delete
+//	GET    /metrics                                    Prometheus metrics: kubewire's stack, the reconciler, Go runtime, process
 //
 // An error answers with the HTTP status of the driver error's kind and a
 // body {"kind": "...", "error": "..."} whose error is the whole chain.
@@ -39,10 +40,16 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/tools/clientcmd"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/drivermetrics"
+	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/metrics"
 )
 
 func main() {
@@ -75,13 +82,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway: loading kubeconfig: %v\n", err)
 		return 1
 	}
-	d, err := driver.New(cfg, *gateway, strings.Split(*namespaces, ","), driver.WithLogger(log))
+	reg, m, rm := newRegistry()
+	d, err := driver.New(cfg, *gateway, strings.Split(*namespaces, ","), driver.WithLogger(log),
+		driver.WithAdapterOptions(kubeadapter.WithObserver(m)))
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		return 2
 	}
 	defer d.Close()
-	opts := []driver.ReconcilerOption{driver.WithPeriod(*period)}
+	opts := []driver.ReconcilerOption{driver.WithPeriod(*period), rm.Option()}
 	if *replicas > 1 {
 		le := driver.LeaderElection{Namespace: *leaseNS, Name: *leaseName}
 		if le.Namespace == "" {
@@ -95,7 +104,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		opts = append(opts, driver.WithLeaderElection(le))
 	}
-	rec := driver.NewReconciler(d, opts...)
+	rec, err := driver.NewReconciler(d, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway: %v\n", err)
+		return 2
+	}
 	if *once {
 		stats, err := rec.Pass(ctx)
 		log.Info("reconcile pass", "seen", stats.Seen, "actions", stats.Actions, "warnings", stats.Warnings, "errors", stats.Errors)
@@ -111,13 +124,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	go func() {
 		err := rec.Run(ctx)
 		if ctx.Err() == nil {
-			// The reconciler cannot run (a bad lease, say): stop serving.
+			// The reconciler stopped on its own: stop serving.
 			log.Error(err, "reconciler stopped")
 			cancel()
 		}
 		reconciled <- err
 	}()
-	srv := &http.Server{Addr: *listen, Handler: newHandler(d), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: *listen, Handler: newHandler(d, reg), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -159,8 +172,18 @@ func view(s driver.Sandbox) sandbox {
 	}
 }
 
-func newHandler(d *driver.Driver) http.Handler {
+// newRegistry returns the registry /metrics serves, with the stack's and
+// the reconciler's metrics registered on it.
+func newRegistry() (*prometheus.Registry, *metrics.Metrics, *drivermetrics.Metrics) {
+	reg := prometheus.NewRegistry()
+	m, rm := metrics.New(), drivermetrics.New()
+	reg.MustRegister(m, rm, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg, m, rm
+}
+
+func newHandler(d *driver.Driver, reg prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	one := func(f func(context.Context, string, string) (driver.Sandbox, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			s, err := f(r.Context(), r.PathValue("ns"), r.PathValue("name"))

@@ -5,24 +5,26 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	networkingv1 "k8s.io/api/networking/v1"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/kubeadapter"
 )
@@ -83,7 +85,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	d, err := driver.New(cfg, "gw-e2e", []string{ns.Name})
 	require.NoError(t, err)
 	defer d.Close()
-	srv := httptest.NewServer(newHandler(d))
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry()))
 	defer srv.Close()
 	c := client{t, srv.URL}
 	base := "/v1/namespaces/" + ns.Name + "/sandboxes"
@@ -140,7 +142,7 @@ func TestGatewayUnavailable(t *testing.T) {
 	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
 	d, err := driver.New(cfg, "gw", []string{"team-a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(time.Second)))
 	require.NoError(t, err)
-	srv := httptest.NewServer(newHandler(d))
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry()))
 	defer srv.Close()
 	code, body := client{t, srv.URL}.do(http.MethodPost, "/v1/namespaces/team-a/sandboxes/alpha/stop", "")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
@@ -151,12 +153,58 @@ func TestGatewayUnavailable(t *testing.T) {
 	}
 }
 
+// TestGatewayMetrics: /metrics shows the retry kubewire made when the
+// connection to the API server was reset.
+func TestGatewayMetrics(t *testing.T) {
+	cfg, proxy := kubetest.Proxied(t, env.Config(t))
+	reg, m, _ := newRegistry()
+	d, err := driver.New(cfg, "gw-metrics", []string{"default"}, driver.WithAdapterOptions(kubeadapter.WithObserver(m)))
+	require.NoError(t, err)
+	defer d.Close()
+	srv := httptest.NewServer(newHandler(d, reg))
+	defer srv.Close()
+	c := client{t, srv.URL}
+
+	code, _ := c.do(http.MethodGet, "/v1/namespaces/default/sandboxes", "")
+	require.Equal(t, http.StatusOK, code)
+	// The next connection is reset as the API server answers its first
+	// bytes (the TLS handshake): kubewire retries on a new one. (The pooled
+	// connection is reset first; a request that takes it before the client
+	// has noticed fails on it and is retried too.)
+	proxy.ResetAll()
+	proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+	code, _ = c.do(http.MethodGet, "/v1/namespaces/default/sandboxes", "")
+	require.Equal(t, http.StatusOK, code)
+
+	resp, err := http.Get(srv.URL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	scrape := string(b)
+	for _, line := range strings.Split(scrape, "\n") {
+		if strings.HasPrefix(line, "kubewire_") && !strings.Contains(line, "_bucket") {
+			t.Log(line)
+		}
+	}
+	assert.Regexp(t, `(?m)^kubewire_retry_retries_total\{class="maybe_sent",method="GET"\} [12]$`, scrape)
+	assert.Regexp(t, `(?m)^kubewire_http_attempts_total\{method="GET",outcome="error",protocol="[^"]+",reused="(true|false)"\} 1$`, scrape)
+	assert.Contains(t, scrape, "go_goroutines ")
+	assert.Contains(t, scrape, "kubewire_reconciler_passes_total 0")
+}
+
 func TestRunBadFlags(t *testing.T) {
 	var errOut strings.Builder
 	assert.Equal(t, 2, run(context.Background(), []string{"-nope"}, &errOut))
 	errOut.Reset()
 	assert.Equal(t, 2, run(context.Background(), []string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-namespace", "Bad_NS"}, &errOut))
 	assert.Contains(t, errOut.String(), `driver: namespace "Bad_NS" is not a valid namespace name`)
+	errOut.Reset()
+	assert.Equal(t, 2, run(context.Background(), []string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-period", "200ms"}, &errOut))
+	assert.Contains(t, errOut.String(), "driver: WithPeriod must be at least 1s, got 200ms")
+	errOut.Reset()
+	assert.Equal(t, 2, run(context.Background(), []string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-replicas", "2", "-lease-name", "Bad_Name"}, &errOut))
+	assert.Contains(t, errOut.String(), `driver: WithLeaderElection Name "Bad_Name" is not a valid object name`)
 }
 
 // TestTwoReplicas runs two gateways as replicas of one: they elect a

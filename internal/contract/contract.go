@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -215,7 +216,7 @@ type counting struct {
 
 func (c *counting) CloseIdleConnections() {
 	c.closes.Add(1)
-	transport.CloseIdleConnections(c.RoundTripper)
+	roundtrip.CloseIdleConnections(c.RoundTripper)
 }
 
 func wrapper(t *testing.T, mw transport.Middleware) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
@@ -237,7 +238,7 @@ func Sweep(ctx context.Context, cfg Config) ([]Result, error) {
 	var rts []http.RoundTripper
 	defer func() {
 		for _, rt := range rts {
-			transport.CloseIdleConnections(rt)
+			roundtrip.CloseIdleConnections(rt)
 		}
 	}()
 	var wg sync.WaitGroup

@@ -1,0 +1,143 @@
+package drivermetrics
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubewire/kubewire/driver"
+)
+
+// documented is every metric of the package doc and its label names.
+var documented = map[string][]string{
+	"kubewire_reconciler_passes_total":             nil,
+	"kubewire_reconciler_pass_duration_seconds":    nil,
+	"kubewire_reconciler_actions_total":            {"action"},
+	"kubewire_reconciler_warnings_total":           nil,
+	"kubewire_reconciler_errors_total":             nil,
+	"kubewire_reconciler_queue_depth":              nil,
+	"kubewire_reconciler_fence_to_suspend_seconds": nil,
+}
+
+// TestScriptedRun feeds the hooks what a reconciler reports for two
+// passes and event-driven work, and scrapes a fresh registry: each thing
+// is counted once, under the documented names and labels only, and
+// promlint finds nothing.
+func TestScriptedRun(t *testing.T) {
+	m := New()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+
+	// A pass that suspended two sandboxes, one of which it found after
+	// Run's informers saw the fence change, and could not read one
+	// namespace; then a converged pass.
+	m.observePass(driver.PassStats{Seen: 5, Actions: 2, Warnings: 2, Errors: 1, Duration: 250 * time.Millisecond})
+	m.observeAction(driver.ActionEvent{Type: driver.ActionSuspend, Warn: true, SinceFence: 30 * time.Millisecond})
+	m.observeAction(driver.ActionEvent{Type: driver.ActionSuspend, Warn: true})
+	m.observeAction(driver.ActionEvent{Err: errors.New("fence of team-a: watch: connection refused")})
+	m.observePass(driver.PassStats{Seen: 5, Duration: 2 * time.Millisecond})
+	// Event-driven work: a rollback, a bootstrap cleared, a suspension
+	// whose first write failed and whose retry succeeded.
+	m.observeAction(driver.ActionEvent{Type: driver.ActionRollback, Warn: true})
+	m.observeAction(driver.ActionEvent{Type: driver.ActionClearBootstrap})
+	m.observeAction(driver.ActionEvent{Type: driver.ActionSuspend, Err: errors.New("PATCH: connection reset by peer")})
+	m.observeAction(driver.ActionEvent{Type: driver.ActionSuspend, Warn: true, SinceFence: 4 * time.Second})
+
+	const counts = `
+# HELP kubewire_reconciler_actions_total Actions the reconciler carried out on sandboxes, by action: suspend (fence changed or missing), rollback (bootstrap failed past its grace period), clear_bootstrap.
+# TYPE kubewire_reconciler_actions_total counter
+kubewire_reconciler_actions_total{action="clear_bootstrap"} 1
+kubewire_reconciler_actions_total{action="rollback"} 1
+kubewire_reconciler_actions_total{action="suspend"} 3
+# HELP kubewire_reconciler_errors_total Failed reads and writes of the reconciler, in passes and in event-driven work; a failed sandbox is retried and counts again.
+# TYPE kubewire_reconciler_errors_total counter
+kubewire_reconciler_errors_total 2
+# HELP kubewire_reconciler_passes_total Full reconcile passes over every sandbox, the periodic resyncs of Run included.
+# TYPE kubewire_reconciler_passes_total counter
+kubewire_reconciler_passes_total 2
+# HELP kubewire_reconciler_queue_depth Sandboxes waiting in the event-driven work queue for a worker.
+# TYPE kubewire_reconciler_queue_depth gauge
+kubewire_reconciler_queue_depth 0
+# HELP kubewire_reconciler_warnings_total Actions that were transitions worth a warning and an Event.
+# TYPE kubewire_reconciler_warnings_total counter
+kubewire_reconciler_warnings_total 4
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(counts),
+		"kubewire_reconciler_actions_total", "kubewire_reconciler_errors_total", "kubewire_reconciler_passes_total",
+		"kubewire_reconciler_queue_depth", "kubewire_reconciler_warnings_total"))
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+		want, ok := documented[mf.GetName()]
+		if !assert.True(t, ok, "undocumented metric %s", mf.GetName()) {
+			continue
+		}
+		for _, metric := range mf.GetMetric() {
+			var got []string
+			for _, l := range metric.GetLabel() {
+				got = append(got, l.GetName())
+			}
+			assert.Equal(t, want, got, "labels of %s", mf.GetName())
+		}
+		if h := mf.GetMetric()[0].GetHistogram(); h != nil {
+			switch mf.GetName() {
+			case "kubewire_reconciler_pass_duration_seconds":
+				assert.EqualValues(t, 2, h.GetSampleCount())
+				assert.InDelta(t, 0.252, h.GetSampleSum(), 1e-9)
+			case "kubewire_reconciler_fence_to_suspend_seconds":
+				assert.EqualValues(t, 2, h.GetSampleCount(), "the suspensions that answered an observed fence change")
+				assert.InDelta(t, 4.03, h.GetSampleSum(), 1e-9)
+			}
+		}
+	}
+	assert.Len(t, names, len(documented), "every documented metric is exported, even at zero")
+
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}
+
+// TestEveryActionHasALabel: an action type added to driver without a
+// label here would go uncounted.
+func TestEveryActionHasALabel(t *testing.T) {
+	m := New()
+	n := 0
+	for at := driver.ActionType(1); at.String() != driver.ActionNone.String(); at++ {
+		assert.NotEmpty(t, actionLabel(at), "%s", at)
+		assert.Contains(t, m.byAction, at, "%s", at)
+		n++
+	}
+	assert.Len(t, m.byAction, n)
+}
+
+// TestOption: queue_depth counts the reconcilers NewReconciler returned,
+// not one it refused for an invalid option; the observers are installed.
+func TestOption(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
+	require.NoError(t, err)
+	defer d.Close()
+	m := New()
+	_, err = driver.NewReconciler(d, m.Option(), driver.WithWorkers(0))
+	require.EqualError(t, err, "driver: WithWorkers must be at least 1, got 0")
+	assert.Empty(t, m.reconcilers)
+
+	rec, err := driver.NewReconciler(d, m.Option())
+	require.NoError(t, err)
+	assert.Equal(t, []*driver.Reconciler{rec}, m.reconcilers)
+	_, err = rec.Pass(context.Background())
+	require.Error(t, err, "nothing listens on 127.0.0.1:1")
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.passes))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.errors))
+}

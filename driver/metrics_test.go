@@ -1,0 +1,145 @@
+package driver_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/drivermetrics"
+)
+
+const (
+	mPasses         = "kubewire_reconciler_passes_total"
+	mPassDuration   = "kubewire_reconciler_pass_duration_seconds_count"
+	mSuspend        = `kubewire_reconciler_actions_total{action="suspend"}`
+	mRollback       = `kubewire_reconciler_actions_total{action="rollback"}`
+	mClearBootstrap = `kubewire_reconciler_actions_total{action="clear_bootstrap"}`
+	mWarnings       = "kubewire_reconciler_warnings_total"
+	mErrors         = "kubewire_reconciler_errors_total"
+	mQueueDepth     = "kubewire_reconciler_queue_depth"
+	mFenceToSuspend = "kubewire_reconciler_fence_to_suspend_seconds_count"
+)
+
+// metrics returns a fresh registry with m registered.
+func metrics(t *testing.T) (*drivermetrics.Metrics, *prometheus.Registry) {
+	m := drivermetrics.New()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	return m, reg
+}
+
+// scrape gathers g: each counter and gauge by name and labels, each
+// histogram's count as name_count.
+func scrape(t testing.TB, g prometheus.Gatherer) map[string]float64 {
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
+			}
+			switch {
+			case m.Counter != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[key] = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				out[key+"_count"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// TestPassMetrics: passes on the scripted API server, observed by
+// drivermetrics between two other observers, which still see everything:
+// observers compose.
+func TestPassMetrics(t *testing.T) {
+	a := staleFixture(t, "v1beta1", true)
+	m, reg := metrics(t)
+	var passes, events int
+	r := newReconciler(t, newDriver(t, a, nil),
+		driver.WithObserver(func(driver.PassStats) { passes++ }),
+		m.Option(),
+		driver.WithActionObserver(func(driver.ActionEvent) { events++ }))
+	_, err := r.Pass(context.Background())
+	require.NoError(t, err)
+	a.mu.Lock()
+	a.fail = func(w http.ResponseWriter, r *http.Request) bool {
+		if !strings.Contains(r.URL.Path, "networkpolicies") {
+			return false
+		}
+		status(w, 500, "InternalError", "etcdserver: leader changed")
+		return true
+	}
+	a.mu.Unlock()
+	_, err = r.Pass(context.Background())
+	require.Error(t, err)
+
+	assert.Equal(t, map[string]float64{
+		mPasses: 2, mPassDuration: 2,
+		mSuspend: 5, mRollback: 0, mClearBootstrap: 0, mWarnings: 5,
+		mErrors:     2,                     // one fence read per namespace
+		mQueueDepth: 0, mFenceToSuspend: 0, // no Run, no fence event
+	}, scrape(t, reg))
+	assert.Equal(t, 2, passes)
+	assert.Equal(t, 5+2, events)
+}
+
+// TestRunMetrics: Run with drivermetrics on a real API server and
+// agent-sandbox's controller. A fence change queues the running sandboxes;
+// the first suspension writes of one fail and are retried; every running
+// sandbox is suspended once, and each suspension is timed from the fence
+// change.
+func TestRunMetrics(t *testing.T) {
+	r := currentRig(t)
+	const n = 10
+	names, counter, d := counted(t, r, n)
+	m, reg := metrics(t)
+	// One worker at 20 writes a second: the fence change's sandboxes wait
+	// in the queue long enough to be seen there.
+	rec := newReconciler(t, d, driver.WithPeriod(time.Hour), driver.WithWorkers(1), driver.WithWriteLimit(20, 1), m.Option())
+	runReconciler(t, rec)
+	waitFor(t, d, r.ns, names, "admitted", bootstrapDone)
+	require.Eventually(t, func() bool { return scrape(t, reg)[mClearBootstrap] == n }, settle, 20*time.Millisecond)
+	counter.reset()
+
+	counter.mu.Lock()
+	counter.fail = func(req *http.Request) bool {
+		return req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/sandboxes/sb-0")
+	}
+	counter.mu.Unlock()
+	moveFence(t, r)
+	require.Eventually(t, func() bool { return scrape(t, reg)[mQueueDepth] > 0 }, settle, time.Millisecond, "the fence change queues its sandboxes")
+	require.Eventually(t, func() bool { return scrape(t, reg)[mErrors] > 0 }, settle, 20*time.Millisecond, "the failed write is counted")
+	counter.mu.Lock()
+	counter.fail = nil
+	counter.mu.Unlock()
+	waitFor(t, d, r.ns, names, "suspended", suspended)
+	require.Eventually(t, func() bool { return rec.QueueDepth() == 0 }, settle, 20*time.Millisecond)
+
+	got := scrape(t, reg)
+	assert.Equal(t, float64(n), got[mSuspend], "one suspension per running sandbox")
+	assert.Equal(t, float64(n), got[mFenceToSuspend], "each suspension timed from the fence change, retries included")
+	assert.Equal(t, float64(n), got[mWarnings])
+	assert.Equal(t, float64(n), got[mClearBootstrap])
+	assert.Zero(t, got[mRollback])
+	assert.Zero(t, got[mQueueDepth])
+	assert.Zero(t, got[mPasses], "no resync within the hour")
+	assert.Positive(t, got[mErrors])
+	patches := counter.reset()
+	assert.Greater(t, patches["sb-0"], 1, "sb-0's write failed, then succeeded")
+	for _, name := range names[1:] {
+		assert.Equal(t, 1, patches[name], "%s patched once", name)
+	}
+}

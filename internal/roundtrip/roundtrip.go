@@ -1,0 +1,91 @@
+// Package roundtrip holds what kubewire's middleware packages share to
+// honour the RoundTripper contract: the embedded wrapper that forwards
+// WrappedRoundTripper and CloseIdleConnections, closing a request body that
+// is not passed on, and telling an upgrade request.
+package roundtrip
+
+import (
+	"net/http"
+	"strings"
+)
+
+// CloseIdleConnections calls CloseIdleConnections on rt if it has that
+// method. Middleware uses it to forward the call to the RoundTripper it
+// wraps, the way http.Client.CloseIdleConnections does.
+func CloseIdleConnections(rt http.RoundTripper) {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// CloseRequestBody closes req.Body if there is one. A RoundTripper that
+// returns an error without passing the request on must close the body.
+func CloseRequestBody(req *http.Request) {
+	if req != nil && req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// IsUpgrade reports whether req asks for a protocol upgrade: a Connection
+// header naming "upgrade" (exec, attach and port-forward over SPDY or
+// WebSocket). Such a request's 101 response hands the connection to the
+// caller, so middleware must neither retry it nor wrap it as an ordinary
+// body.
+func IsUpgrade(req *http.Request) bool {
+	for _, v := range req.Header["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Wrapped is embedded by middleware RoundTrippers. It holds the
+// RoundTripper they wrap and gives them WrappedRoundTripper, so that
+// apimachinery's utilnet.CloseIdleConnectionsFor can walk through, and
+// CloseIdleConnections, forwarded to Next.
+type Wrapped struct {
+	Next http.RoundTripper
+}
+
+// WrappedRoundTripper returns the wrapped RoundTripper.
+func (w Wrapped) WrappedRoundTripper() http.RoundTripper { return w.Next }
+
+// CloseIdleConnections forwards to the wrapped RoundTripper; middleware
+// never empties the pool itself.
+func (w Wrapped) CloseIdleConnections() { CloseIdleConnections(w.Next) }
+
+// ConnTracer is implemented by a RoundTripper whose errors say which
+// connection an attempt failed on (pooltrace's), so that a middleware above
+// it needs no httptrace of its own to learn it.
+type ConnTracer interface {
+	TracesConnections()
+}
+
+// TracesConnections reports whether rt, or a RoundTripper it wraps, is a
+// ConnTracer.
+func TracesConnections(rt http.RoundTripper) bool {
+	return Holds(rt, func(rt http.RoundTripper) bool {
+		_, ok := rt.(ConnTracer)
+		return ok
+	})
+}
+
+// Holds reports whether match holds for rt or a RoundTripper it wraps. It
+// looks through WrappedRoundTripper; a RoundTripper without that method
+// hides what is below it.
+func Holds(rt http.RoundTripper, match func(http.RoundTripper) bool) bool {
+	for rt != nil {
+		if match(rt) {
+			return true
+		}
+		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
+		if !ok {
+			return false
+		}
+		rt = w.WrappedRoundTripper()
+	}
+	return false
+}

@@ -1,0 +1,332 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/kubewire/kubewire/internal/roundtrip"
+	"github.com/kubewire/kubewire/pooltrace"
+)
+
+type roundTripper struct {
+	roundtrip.Wrapped
+	cfg config
+	// traced is set when a pooltrace middleware is below: its errors say
+	// which connection an attempt failed on, so the request needs no trace
+	// of its own.
+	traced bool
+}
+
+func newRoundTripper(next http.RoundTripper, c config) *roundTripper {
+	return &roundTripper{Wrapped: roundtrip.Wrapped{Next: next}, cfg: c, traced: roundtrip.TracesConnections(next)}
+}
+
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if rt.cfg.err != nil {
+		roundtrip.CloseRequestBody(req)
+		return nil, rt.cfg.err
+	}
+	if roundtrip.IsUpgrade(req) || (rt.cfg.exempt != nil && rt.cfg.exempt(req)) {
+		return rt.Next.RoundTrip(req)
+	}
+	var conn *connTrace
+	if rt.cfg.budget != nil {
+		rt.cfg.budget.deposit()
+		if !rt.traced {
+			conn = &connTrace{}
+			conn.trace.GotConn = conn.gotConn
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &conn.trace))
+		}
+	}
+	resp, err := rt.Next.RoundTrip(req)
+	if err == nil && !rt.retryStatus(req, resp) {
+		return resp, nil
+	}
+	return rt.retry(req, conn, resp, err)
+}
+
+// retryStatus reports whether resp is a status WithStatusRetry retries.
+func (rt *roundTripper) retryStatus(req *http.Request, resp *http.Response) bool {
+	if !rt.cfg.status {
+		return false
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests:
+		return true
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return IsIdempotent(req)
+	}
+	return false
+}
+
+// retry takes over after the first attempt failed with err, or answered
+// with a status to retry in resp. It is the slow path: the state it keeps is
+// per request. Each round makes three decisions, each in a function of its
+// own: whether the attempt may be retried at all (mayRetry), how long to
+// wait (wait), and whether the retry is admitted now, by the deadline and
+// then the budget (admit), in that order on every path.
+func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Response, err error) (*http.Response, error) {
+	ctx := req.Context()
+	e := &Error{Method: req.Method}
+	rewindable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	shared := false // whether a retry of this request already shared a token
+	for attempt := 1; ; attempt++ {
+		e.Attempts = attempt
+		d := Decision{Request: req, Attempt: attempt, Err: err}
+		failedOn, known := rt.failedOn(conn, err)
+		if err != nil {
+			e.Causes = append(e.Causes, err)
+			d.Class = rt.cfg.classify(err)
+			e.Class = d.Class
+		} else {
+			d.StatusCode = resp.StatusCode
+		}
+		reason := rt.mayRetry(req, d, rewindable)
+		if reason == 0 {
+			d.Wait = rt.wait(d, resp)
+			reason = rt.admit(ctx, d, failedOn, known, &shared)
+		}
+		if reason != 0 {
+			if err == nil {
+				// A status no retry follows goes back to the caller.
+				rt.observe(d, reason)
+				return resp, nil
+			}
+			return nil, rt.stop(e, d, reason)
+		}
+		if resp != nil {
+			drain(resp)
+		}
+		rt.log(req, d)
+		if cerr := sleep(ctx, d.Wait); cerr != nil {
+			e.Causes = append(e.Causes, cerr)
+			return nil, rt.stop(e, d, ctxReason(ctx))
+		}
+		next, berr := rewind(req)
+		if berr != nil {
+			e.Causes = append(e.Causes, berr)
+			return nil, rt.stop(e, d, ReasonBodyNotRewindable)
+		}
+		d.Retry = true
+		rt.observe(d, 0)
+		resp, err = rt.Next.RoundTrip(next)
+		if err == nil && !rt.retryStatus(req, resp) {
+			return resp, nil
+		}
+	}
+}
+
+// mayRetry returns why the attempt d may not be retried at all, or 0: the
+// caller gave up, the failure is not one a retry can fix, the request may
+// have reached the server and is not idempotent, its body cannot be sent
+// again, or no attempt is left.
+func (rt *roundTripper) mayRetry(req *http.Request, d Decision, rewindable bool) Reason {
+	if d.Err != nil {
+		switch {
+		case req.Context().Err() != nil:
+			return ctxReason(req.Context())
+		case d.Class == NotRetryable:
+			return ReasonNotRetryable
+		case d.Class == MaybeSent && !IsIdempotent(req):
+			return ReasonNotIdempotent
+		}
+	}
+	switch {
+	case !rewindable:
+		return ReasonBodyNotRewindable
+	case d.Attempt >= rt.cfg.maxAttempts:
+		return ReasonAttempts
+	}
+	return 0
+}
+
+// wait returns the wait before the retry of attempt d: the backoff, or the
+// Retry-After of a status.
+func (rt *roundTripper) wait(d Decision, resp *http.Response) time.Duration {
+	if d.Err == nil {
+		if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			return ra
+		}
+	}
+	return rt.cfg.backoff(d.Attempt)
+}
+
+// admit returns why the retry after d may not happen now, or 0: its wait
+// would end past the context's deadline, or the budget refuses it. The
+// deadline comes first, so a retry that could not run takes no token.
+func (rt *roundTripper) admit(ctx context.Context, d Decision, failedOn connKey, known bool, shared *bool) Reason {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d.Wait {
+		return ReasonDeadline
+	}
+	if !rt.withdraw(d, failedOn, known, shared) {
+		return ReasonBudget
+	}
+	return 0
+}
+
+// withdraw asks the budget for the retry after d (see the package
+// documentation, The retry budget): free if the request never reached a
+// server, one token shared with the connection's other requests if the
+// connection was lost under it (once per request: its later retries pay
+// their own), else one token.
+func (rt *roundTripper) withdraw(d Decision, failedOn connKey, known bool, shared *bool) bool {
+	b := rt.cfg.budget
+	switch {
+	case b == nil:
+		return true
+	case d.Err == nil:
+		return b.withdraw()
+	}
+	switch c := budgetCause(d.Err); {
+	case c == causeNoLoad && d.Class == NotSent:
+		return true
+	case c == causeConnection && known && !*shared:
+		*shared = true
+		return b.withdrawShared(failedOn)
+	}
+	return b.withdraw()
+}
+
+// sleep waits d, or until ctx is done; then it returns the context's cause.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// rewind returns the request to send again, with a fresh body.
+func rewind(req *http.Request) (*http.Request, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return req, nil
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, fmt.Errorf("rewinding the request body: %w", err)
+	}
+	r := *req
+	r.Body = body
+	return &r, nil
+}
+
+// ctxReason is the reason to stop when ctx is done.
+func ctxReason(ctx context.Context) Reason {
+	if ctx.Err() == context.DeadlineExceeded {
+		return ReasonDeadline
+	}
+	return ReasonCanceled
+}
+
+// stop ends retrying for reason: it records the reason in e, tells the
+// observer and returns e.
+func (rt *roundTripper) stop(e *Error, d Decision, reason Reason) *Error {
+	e.Reason = reason
+	rt.observe(d, reason)
+	return e
+}
+
+// observe reports d to the observer: a retry when reason is 0, else the
+// end of retrying for reason.
+func (rt *roundTripper) observe(d Decision, reason Reason) {
+	if rt.cfg.observer == nil {
+		return
+	}
+	if reason != 0 {
+		d.Reason, d.Wait = reason, 0
+	}
+	rt.cfg.observer(d)
+}
+
+func (rt *roundTripper) log(req *http.Request, d Decision) {
+	log, lerr := logr.FromContext(req.Context())
+	if lerr != nil {
+		log = rt.cfg.logger
+	}
+	v := log.V(rt.cfg.verbosity)
+	if !v.Enabled() {
+		return
+	}
+	path := ""
+	if req.URL != nil {
+		path = req.URL.Path
+	}
+	kv := []any{"method", req.Method, "host", req.Host, "path", path, "attempt", d.Attempt, "wait", d.Wait}
+	if d.Err != nil {
+		kv = append(kv, "class", d.Class.String(), "err", d.Err)
+	} else {
+		kv = append(kv, "status", d.StatusCode)
+	}
+	v.Info("retrying request", kv...)
+}
+
+// drain reads a little of a discarded response body, so that its connection
+// can be reused, and closes it.
+func drain(resp *http.Response) {
+	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+	_ = resp.Body.Close()
+}
+
+// failedOn returns the connection the attempt that ended with err was on,
+// and whether it is known: from pooltrace's error when pooltrace is below,
+// else from the request's own trace. A dial that failed has none.
+func (rt *roundTripper) failedOn(conn *connTrace, err error) (connKey, bool) {
+	if !rt.traced {
+		if c := conn.take(); c != nil {
+			return keyOf(c), true
+		}
+		return connKey{}, false
+	}
+	var pe *pooltrace.Error
+	if err == nil || !errors.As(err, &pe) || !pe.Attempt.HasConn {
+		return connKey{}, false
+	}
+	c := pe.Attempt.Conn
+	return connKey{local: addrString(c.LocalAddr), remote: addrString(c.RemoteAddr)}, true
+}
+
+// connTrace learns which connection carried an attempt, so that the
+// requests that failed with the same connection can share one retry token.
+// net/http calls GotConn for every connection it hands the request,
+// composed with any other trace in the context (client-go's); the last one
+// is the connection the attempt failed on. Dials that fail never report a
+// connection.
+type connTrace struct {
+	trace httptrace.ClientTrace
+	mu    sync.Mutex
+	conn  net.Conn
+}
+
+func (c *connTrace) gotConn(info httptrace.GotConnInfo) {
+	c.mu.Lock()
+	c.conn = info.Conn
+	c.mu.Unlock()
+}
+
+// take returns the connection of the attempt that just ended, if there was
+// one, and forgets it for the next attempt.
+func (c *connTrace) take() net.Conn {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conn := c.conn
+	c.conn = nil
+	return conn
+}

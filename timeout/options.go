@@ -1,0 +1,99 @@
+package timeout
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Option configures [New].
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	budget      time.Duration
+	longRunning func(*http.Request) bool
+	stall       time.Duration
+	observer    func(Exceeded)
+	err         error
+}
+
+// WithLongRunning replaces the classifier of long-running requests, which
+// are bounded only until their response headers. A nil func makes no
+// request long-running. Default: [LongRunning].
+func WithLongRunning(f func(*http.Request) bool) Option {
+	return optionFunc(func(c *config) { c.longRunning = f })
+}
+
+// WithStallTimeout turns on a no-progress watchdog for the body of
+// long-running requests: a stream that delivers no bytes for d is cut with
+// an [*Error] of [PhaseStalled]. Watches that see no events for a while are
+// silent, so choose d well above the longest quiet period you expect (the
+// API server ends a watch after 30 to 60 minutes by itself). Default: off.
+// Must be positive.
+func WithStallTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.stall = d
+		if d <= 0 && c.err == nil {
+			c.err = fmt.Errorf("timeout: WithStallTimeout must be positive, got %v", d)
+		}
+	})
+}
+
+// Exceeded describes a request whose budget, or stall timeout, ran out.
+type Exceeded struct {
+	// Request is the request as the middleware received it. Observers must
+	// not modify it or read its body.
+	Request *http.Request
+	// Phase says where the request was.
+	Phase Phase
+	// Limit is the budget, or the stall timeout for PhaseStalled.
+	Limit time.Duration
+	// Elapsed is the time since RoundTrip was called.
+	Elapsed time.Duration
+}
+
+// WithObserver calls f when a request's budget or stall timeout runs out,
+// from the timer's goroutine, before the request is cancelled. f must not
+// block. Observers add up: each one given is called, in order. Must not be
+// nil. Default: none.
+func WithObserver(f func(Exceeded)) Option {
+	return optionFunc(func(c *config) {
+		switch prev := c.observer; {
+		case f == nil:
+			if c.err == nil {
+				c.err = errors.New("timeout: WithObserver must not be nil")
+			}
+		case prev != nil:
+			c.observer = func(e Exceeded) { prev(e); f(e) }
+		default:
+			c.observer = f
+		}
+	})
+}
+
+func newConfig(budget time.Duration, opts []Option) config {
+	c := config{budget: budget, longRunning: LongRunning}
+	if budget <= 0 {
+		c.err = fmt.Errorf("timeout: budget of timeout.New must be positive, got %v", budget)
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	return c
+}
+
+// Check reports the error that New(budget, opts...) would return from every
+// request, or nil if the configuration is valid.
+func Check(budget time.Duration, opts ...Option) error {
+	c := newConfig(budget, opts)
+	return c.err
+}
