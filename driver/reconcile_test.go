@@ -244,7 +244,7 @@ func TestAbsentFenceConfirmed(t *testing.T) {
 		}
 		return false
 	}
-	r := driver.NewReconciler(newDriver(t, a, nil))
+	r := newReconciler(t, newDriver(t, a, nil))
 	stats, err := r.Pass(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, stats.Actions)

@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/internal/soak"
 	"github.com/kubewire/kubewire/kubeadapter"
-	"github.com/kubewire/kubewire/transport"
 )
 
 // soakConfig is TestSoak's run: 30 seconds with a fixed seed unless the
@@ -51,7 +52,7 @@ func TestSoakCatchesDuplicates(t *testing.T) {
 	}
 	var resent atomic.Int32
 	rep := soak.Run(t, c, soakGateway(func(next http.RoundTripper) http.RoundTripper {
-		return &resendPOST{Wrapped: transport.Wrapped{Next: next}, resent: &resent}
+		return &resendPOST{Wrapped: roundtrip.Wrapped{Next: next}, resent: &resent}
 	}))
 	require.NotZero(t, resent.Load(), "the broken client never re-sent a POST; no reset hit one")
 	assert.NotZero(t, rep.Result.DuplicateCreates, "the checker missed the re-sent creates")
@@ -77,12 +78,13 @@ func soakGateway(wrap ...func(http.RoundTripper) http.RoundTripper) soak.Gateway
 			kubeadapter.WithHTTP2Health(2*time.Second, 2*time.Second),
 		))
 		require.NoError(t, err)
-		rec := driver.NewReconciler(d)
+		rec, err := driver.NewReconciler(d)
+		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- rec.Run(ctx) }()
 		require.Eventually(t, rec.Synced, 30*time.Second, 10*time.Millisecond, "the reconciler's caches never synced")
-		return newHandler(d), func() {
+		return newHandler(d, prometheus.NewRegistry()), func() {
 			cancel()
 			assert.ErrorIs(t, <-done, context.Canceled)
 			d.Close()
@@ -93,7 +95,7 @@ func soakGateway(wrap ...func(http.RoundTripper) http.RoundTripper) soak.Gateway
 // resendPOST is the broken client: a POST that fails is sent again,
 // whatever may have reached the server.
 type resendPOST struct {
-	transport.Wrapped
+	roundtrip.Wrapped
 	resent *atomic.Int32
 }
 

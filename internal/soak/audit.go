@@ -14,8 +14,8 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/retry"
-	"github.com/kubewire/kubewire/transport"
 )
 
 // AuditPolicy is the kube-apiserver audit policy of a soak. Every request
@@ -212,10 +212,10 @@ func OpFrom(ctx context.Context) (string, bool) {
 // request of one operation, is found under its operation in the audit log.
 // Other requests pass unchanged.
 func Stamp(next http.RoundTripper) http.RoundTripper {
-	return &stamp{Wrapped: transport.Wrapped{Next: next}}
+	return &stamp{Wrapped: roundtrip.Wrapped{Next: next}}
 }
 
-type stamp struct{ transport.Wrapped }
+type stamp struct{ roundtrip.Wrapped }
 
 func (s *stamp) RoundTrip(req *http.Request) (*http.Response, error) {
 	op, ok := OpFrom(req.Context())

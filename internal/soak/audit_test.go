@@ -105,7 +105,7 @@ func TestStamp(t *testing.T) {
 		{"no operation", context.Background(), http.MethodPost, ""},
 		{"a create", WithOp(context.Background(), "op-000001"), http.MethodPost, "op-000001"},
 		{"a get", WithOp(context.Background(), "op-000002"), http.MethodGet, "op-000002/idempotent"},
-		{"a patch marked idempotent", retry.WithIdempotent(WithOp(context.Background(), "op-000003")), http.MethodPatch, "op-000003/idempotent"},
+		{"a patch marked idempotent", retry.ContextWithIdempotent(WithOp(context.Background(), "op-000003")), http.MethodPatch, "op-000003/idempotent"},
 	}
 	for _, tt := range tests {
 		req, err := http.NewRequestWithContext(tt.ctx, tt.method, srv.URL, nil)
