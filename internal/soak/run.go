@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,7 +23,6 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/kubetest"
 )
 
@@ -208,20 +206,11 @@ func Run(t testing.TB, c Config, gw Gateway) *Report {
 	kubetest.RunController(t, admin, ns)
 	kubetest.RunKubelet(t, admin, ns)
 
-	apiURL, err := url.Parse(admin.Host)
+	user, err := env.AddUser(GatewayUser, "system:masters")
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := faultproxy.New(apiURL.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	gwcfg, err := env.AddUser(GatewayUser, "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gwcfg.Host = "https://" + proxy.Addr()
+	gwcfg, proxy := kubetest.Proxied(t, user)
 	gwcfg.Wrap(Stamp)
 
 	rep := &Report{Seed: c.Seed, Duration: c.Duration, Clients: c.Clients, Sandboxes: c.Sandboxes, Rates: c.Rates, Restart: c.Restart,
