@@ -30,11 +30,10 @@ type Input struct {
 
 // Window is a time interval in which a fault acted.
 type Window struct {
-	Fault    string    `json:"fault"`
-	From     time.Time `json:"from"`
-	To       time.Time `json:"to"`
-	Detail   string    `json:"detail,omitempty"`
-	Injected bool      `json:"-"`
+	Fault  string    `json:"fault"`
+	From   time.Time `json:"from"`
+	To     time.Time `json:"to"`
+	Detail string    `json:"detail,omitempty"`
 }
 
 // Violation is one thing the checker found wrong.
@@ -184,11 +183,9 @@ type fenceVersion struct {
 // Check judges the history against the audit log and the final state.
 func Check(in Input) *Result {
 	r := &Result{ByKind: map[Kind]map[Outcome]int{}, Background: map[string]int{}}
-	ops := map[string]*Op{}
 	byName := map[string][]*Op{}
 	for i := range in.History {
 		op := &in.History[i]
-		ops[op.ID] = op
 		if r.ByKind[op.Kind] == nil {
 			r.ByKind[op.Kind] = map[Outcome]int{}
 		}

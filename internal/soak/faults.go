@@ -85,15 +85,19 @@ func newInjector(p *faultproxy.Proxy, restart func() error, quiet *sync.RWMutex,
 	return in
 }
 
+// proxyFaults names the faults the proxy reports; it reports stalls too,
+// which the injector records itself.
+var proxyFaults = map[faultproxy.Fault]string{
+	faultproxy.ResetBeforeForward: FaultResetBefore,
+	faultproxy.ResetAfterResponse: FaultResetAfter,
+	faultproxy.CloseOnSend:        FaultCloseOnReuse,
+	faultproxy.IdleDrop:           FaultIdleDrop,
+	faultproxy.BlackHole:          FaultBlackHole,
+}
+
 // observe records a fault the proxy applied.
 func (in *injector) observe(f faultproxy.Fault) {
-	name := map[faultproxy.Fault]string{
-		faultproxy.ResetBeforeForward: FaultResetBefore,
-		faultproxy.ResetAfterResponse: FaultResetAfter,
-		faultproxy.CloseOnSend:        FaultCloseOnReuse,
-		faultproxy.IdleDrop:           FaultIdleDrop,
-		faultproxy.BlackHole:          FaultBlackHole,
-	}[f]
+	name := proxyFaults[f]
 	if name == "" {
 		return
 	}
@@ -146,7 +150,7 @@ func (in *injector) apply(ctx context.Context, name string) {
 		in.proxy.SetFault(faultproxy.Stall)
 		sleep(ctx, in.stallFor)
 		in.proxy.SetFault(faultproxy.None)
-		in.window(FaultStall, from, time.Now().Add(in.settle), true)
+		in.window(FaultStall, from, time.Now().Add(in.settle))
 	case FaultBlackHole:
 		accepted := in.proxy.Accepted()
 		in.proxy.SetFaultExisting(faultproxy.BlackHole, false)
@@ -160,7 +164,7 @@ func (in *injector) apply(ctx context.Context, name string) {
 			in.errs = append(in.errs, err)
 		}
 		in.mu.Unlock()
-		in.window(FaultRestart, from, time.Now().Add(in.settle), true)
+		in.window(FaultRestart, from, time.Now().Add(in.settle))
 		go in.recovered(ctx, accepted)
 	}
 }
@@ -186,12 +190,11 @@ func (in *injector) recovered(ctx context.Context, accepted int) {
 	}
 }
 
-func (in *injector) window(name string, from, to time.Time, acted bool) {
+// window records a fault the injector applied itself.
+func (in *injector) window(name string, from, to time.Time) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if acted {
-		in.acted[name]++
-	}
+	in.acted[name]++
 	in.windows = append(in.windows, Window{Fault: name, From: from, To: to})
 }
 
