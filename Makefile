@@ -19,7 +19,7 @@ GO_NEXT ?= go1.27.3
 STRESS_PKGS ?= ./transport ./timeout ./pooltrace ./retry ./kubeadapter ./driver ./internal/repro
 STRESS_COUNT ?= 20
 
-.PHONY: test test-go1.27 ci tidy vet envtest agentsandbox stress repro bench fmt
+.PHONY: test test-go1.27 ci tidy vet envtest agentsandbox stress repro bench fmt soak
 
 test: vet tidy envtest agentsandbox
 	$(TEST_ENV) $(GO) test -race -count=1 ./...
@@ -69,3 +69,17 @@ bench: envtest agentsandbox
 
 fmt:
 	gofmt -w .
+
+# The soak: the gateway under mixed connection faults and a kube-apiserver
+# restart, judged against the API server's audit log (internal/soak). `make
+# test` runs it for 30 seconds with a fixed seed (TestSoak); this runs it
+# for SOAK_DURATION with SOAK_SEED and every fault, and keeps the history,
+# the audit log and the report in SOAK_OUT.
+SOAK_DURATION ?= 10m
+SOAK_SEED ?= $(shell date +%s)
+SOAK_OUT ?= $(abspath $(shell $(GO) env GOCACHE)/../kubewire-soak)/$(SOAK_SEED)
+SOAK_FLAGS ?=
+
+soak: envtest
+	$(TEST_ENV) $(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./examples/gateway \
+		-args -soak.duration=$(SOAK_DURATION) -soak.seed=$(SOAK_SEED) -soak.out=$(SOAK_OUT) $(SOAK_FLAGS)

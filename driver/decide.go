@@ -57,6 +57,7 @@ type Action struct {
 //	fence unknown (its read failed)                       none
 //	intent running (running or bootstrapping), fence
 //	absent or recorded pair differs                       suspend, warn
+//	  but recorded generation newer than the live one     none: this view is behind
 //	intent stopped (stopping or stopped), mismatch        none: converged or converging
 //	bootstrapping, Ready or Finished                      clear-bootstrap
 //	bootstrapping past grace, and the controller reports
@@ -71,7 +72,9 @@ func Decide(s Sandbox, live LiveFence, now time.Time, grace time.Duration) Actio
 		return Action{}
 	}
 	if !live.Present || s.Fence != live.Fence {
-		if !s.Running {
+		if !s.Running || live.Present && s.Fence.UID == live.Fence.UID && s.Fence.Generation > live.Fence.Generation {
+			// Stopped: converged. Or admitted under a newer generation
+			// than the one known here: this view of the fence is behind.
 			return Action{}
 		}
 		msg := "namespace workload fence generation changed; suspending stale boundary"

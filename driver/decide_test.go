@@ -36,6 +36,7 @@ func TestDecide(t *testing.T) {
 		{"running, nothing recorded", driver.Sandbox{Running: true, Phase: driver.PhaseReady}, live, driver.ActionSuspend, true},
 		{"starting, fence stale", driver.Sandbox{Running: true, Fence: old, Phase: driver.PhaseStarting, BootstrapStarted: now.Add(-time.Minute)}, live, driver.ActionSuspend, true},
 		{"running, fence deleted", driver.Sandbox{Running: true, Fence: cur, Phase: driver.PhaseReady}, driver.LiveFence{Known: true}, driver.ActionSuspend, true},
+		{"running, admitted under a newer generation than the view: behind, not stale", driver.Sandbox{Running: true, Fence: driver.Fence{UID: "fence-uid", Generation: 3}, Phase: driver.PhaseReady}, live, driver.ActionNone, false},
 		{"stopping, fence stale: nothing more", driver.Sandbox{Running: false, Fence: old, Phase: driver.PhaseStopping}, live, driver.ActionNone, false},
 		{"suspended, fence stale: converged", driver.Sandbox{Running: false, Fence: old, Phase: driver.PhaseStopped}, live, driver.ActionNone, false},
 		{"suspended, fence deleted: converged", driver.Sandbox{Running: false, Fence: old, Phase: driver.PhaseStopped}, driver.LiveFence{Known: true}, driver.ActionNone, false},

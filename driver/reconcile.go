@@ -406,6 +406,18 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *Sandbox, live L
 		return Action{}, nil
 	}
 	a := Decide(*s, live, now, r.grace)
+	if a.Type == ActionSuspend && (!live.Present || live.Fence.UID != s.Fence.UID) {
+		// A cache whose fence watch was re-established has not yet seen
+		// what happened meanwhile: it can say absent, or an old uid, for a
+		// fence created or re-created since. Before suspending on that,
+		// the API server's word.
+		fresh, err := r.driver.readFence(ctx, s.Namespace)
+		if err != nil {
+			return Action{}, wrap("reconcile", s.Namespace, s.Name, err)
+		}
+		live = fresh
+		a = Decide(*s, live, now, r.grace)
+	}
 	if a.Type == ActionNone {
 		q.settle(key)
 		return a, nil

@@ -217,6 +217,46 @@ func TestUnknownIsNotAbsent(t *testing.T) {
 	}
 }
 
+// TestAbsentFenceConfirmed: a fence that a read (or a cache whose watch
+// was re-established) says is absent, while the API server has it, with
+// the generation the sandboxes were admitted under, suspends nothing: a
+// suspension on an absent or re-created fence waits for the API server's
+// word. The soak found this: after a fence watch broke, the reconciler
+// suspended sandboxes started under the fence created meanwhile.
+func TestAbsentFenceConfirmed(t *testing.T) {
+	a := newAPIServer(t, "v1beta1")
+	a.addFence("team-a", "fence-a", 2)
+	a.addFence("team-b", "fence-b", 2)
+	a.addSandbox("team-a", "sb-0", true, "fence-a", 2)
+	a.addSandbox("team-b", "sb-x", true, "fence-b", 2)
+	var mu sync.Mutex
+	reads := map[string]int{}
+	a.fail = func(w http.ResponseWriter, r *http.Request) bool {
+		if !strings.Contains(r.URL.Path, "networkpolicies") {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		// The first read of each namespace's fence misses it.
+		if reads[r.URL.Path]++; reads[r.URL.Path] == 1 {
+			status(w, http.StatusNotFound, "NotFound", "networkpolicies.networking.k8s.io \"sandbox-workload-fence\" not found")
+			return true
+		}
+		return false
+	}
+	r := newReconciler(t, newDriver(t, a, nil))
+	stats, err := r.Pass(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, stats.Actions)
+	assert.Zero(t, a.mutations())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Len(t, reads, 2)
+	for path, n := range reads {
+		assert.Equal(t, 2, n, "%s: one confirming read", path)
+	}
+}
+
 // TestConflictRedecides: a sandbox suspended by someone else between the
 // list and the patch gets a 409; the reconciler reads it again, sees it
 // converged and sends nothing more.

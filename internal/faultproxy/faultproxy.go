@@ -5,6 +5,7 @@ package faultproxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -38,7 +39,44 @@ const (
 	// and a connection dies only if an endpoint gives up on it (a health
 	// check, a deadline), never because a frame in flight went missing.
 	Hold
+	// BlackHole makes a connection dead for good once it carries data while
+	// the fault applies: from then on the proxy delivers nothing on it in
+	// either direction, and closes nothing. Each side sees a peer that
+	// stopped answering, as when a load balancer or NAT forgets a flow, and
+	// the connection ends only when an endpoint gives up on it (a health
+	// check, a deadline); the proxy then closes the other side. What is
+	// sent on it afterwards is read and
+	// discarded; since nothing more is ever delivered, no stream is cut at a
+	// point either side could mistake for data. Clearing the fault spares
+	// the connections it has not reached yet; dead ones stay dead.
+	BlackHole
+	// IdleDrop is reported to the observer (see [Proxy.SetObserver]) when
+	// [Proxy.SetIdleDrop] resets a connection; as an argument of SetFault it
+	// acts like None.
+	IdleDrop
 )
+
+func (f Fault) String() string {
+	switch f {
+	case None:
+		return "none"
+	case ResetBeforeForward:
+		return "reset-before-forward"
+	case ResetAfterResponse:
+		return "reset-after-response"
+	case CloseOnSend:
+		return "close-on-send"
+	case Stall:
+		return "stall"
+	case Hold:
+		return "hold"
+	case BlackHole:
+		return "black-hole"
+	case IdleDrop:
+		return "idle-drop"
+	}
+	return fmt.Sprintf("Fault(%d)", int(f))
+}
 
 // Proxy forwards connections from its loopback address to a target. It is
 // safe for concurrent use.
@@ -53,6 +91,7 @@ type Proxy struct {
 	once     bool
 	latency  time.Duration
 	idleDrop time.Duration
+	observer func(Fault)
 	seq      uint64
 	conns    map[net.Conn]struct{}
 	clients  map[net.Conn]struct{}
@@ -127,6 +166,25 @@ func (p *Proxy) SetIdleDrop(d time.Duration) {
 	p.mu.Lock()
 	p.idleDrop = d
 	p.mu.Unlock()
+}
+
+// SetObserver calls f, from the proxy's own goroutines, each time a fault
+// acts on a connection: a reset, a close, an idle drop, a connection that
+// starts to stall or hold, a connection that becomes a black hole (once per
+// connection). f must not call the proxy. Nil turns it off.
+func (p *Proxy) SetObserver(f func(Fault)) {
+	p.mu.Lock()
+	p.observer = f
+	p.mu.Unlock()
+}
+
+func (p *Proxy) observe(f Fault) {
+	p.mu.Lock()
+	obs := p.observer
+	p.mu.Unlock()
+	if obs != nil {
+		obs(f)
+	}
 }
 
 // ResetAll resets (TCP RST) every client connection open now, as a load
@@ -255,6 +313,8 @@ type connState struct {
 	asked atomic.Bool
 	// last is when the connection last carried bytes, in Unix nanoseconds.
 	last atomic.Int64
+	// dead is set when the connection became a black hole.
+	dead atomic.Bool
 }
 
 func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, st *connState) {
@@ -265,6 +325,9 @@ func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, st *connState
 	}
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && st.dead.Load() {
+			continue
+		}
 		if n > 0 {
 			now := time.Now()
 			idle := now.Sub(time.Unix(0, st.last.Swap(now.UnixNano())))
@@ -272,27 +335,39 @@ func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, st *connState
 			drop := p.idleDrop
 			p.mu.Unlock()
 			if toServer && drop > 0 && idle > drop {
+				p.observe(IdleDrop)
 				reset(client)
 				return
 			}
 			switch f := p.faultFor(seq, false); {
 			case f == Hold:
+				p.observe(Hold)
 				if !p.wait(seq, Hold) {
 					return
 				}
+			case f == BlackHole:
+				p.faultFor(seq, true)
+				if !st.dead.Swap(true) {
+					p.observe(BlackHole)
+				}
+				continue
 			case toServer && f == ResetBeforeForward:
 				p.faultFor(seq, true)
+				p.observe(f)
 				reset(client)
 				return
 			case toServer && f == CloseOnSend:
 				p.faultFor(seq, true)
+				p.observe(f)
 				_ = client.Close()
 				return
 			case !toServer && f == ResetAfterResponse:
 				p.faultFor(seq, true)
+				p.observe(f)
 				reset(client)
 				return
 			case !toServer && f == Stall:
+				p.observe(Stall)
 				if !p.wait(seq, Stall) {
 					return
 				}

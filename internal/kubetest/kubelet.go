@@ -2,6 +2,7 @@ package kubetest
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -10,8 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -115,7 +118,25 @@ func (k *Kubelet) sync(name string) {
 	k.mu.Unlock()
 	ctx := context.Background()
 	pods := k.cs.CoreV1().Pods(k.ns)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	// An API server that restarts (a soak does that) is waited for.
+	err := retry.OnError(restartBackoff, transient, func() error { return k.update(ctx, pods, name, fate, hold) })
+	if err != nil && !apierrors.IsNotFound(err) {
+		k.t.Errorf("fake kubelet: pod %s/%s: %v", k.ns, name, err)
+	}
+}
+
+// restartBackoff outlasts a restart of kube-apiserver.
+var restartBackoff = wait.Backoff{Steps: 15, Duration: 100 * time.Millisecond, Factor: 1.5, Cap: 3 * time.Second}
+
+// transient reports whether err is the API server being away, not its
+// answer.
+func transient(err error) bool {
+	var status apierrors.APIStatus
+	return !errors.As(err, &status) || apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
+}
+
+func (k *Kubelet) update(ctx context.Context, pods typedcorev1.PodInterface, name string, fate PodFate, hold bool) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -141,9 +162,6 @@ func (k *Kubelet) sync(name string) {
 		_, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 		return err
 	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		k.t.Errorf("fake kubelet: pod %s/%s: %v", k.ns, name, err)
-	}
 }
 
 func status(fate PodFate, cur corev1.PodStatus) corev1.PodStatus {

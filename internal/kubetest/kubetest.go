@@ -7,7 +7,9 @@
 package kubetest
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,14 +24,33 @@ import (
 
 // Env is a running API server.
 type Env struct {
-	env *envtest.Environment
-	cfg *rest.Config
-	err error
+	env     *envtest.Environment
+	cfg     *rest.Config
+	err     error
+	certDir string
+}
+
+// Options configure [StartWith].
+type Options struct {
+	// CRDPaths are installed once the API server runs.
+	CRDPaths []string
+	// APIServerArgs are kube-apiserver flags, by name without dashes, set
+	// over envtest's defaults.
+	APIServerArgs map[string]string
+	// APIServerOutput receives kube-apiserver's output; nil discards it.
+	APIServerOutput io.Writer
 }
 
 // Start starts the API server if KUBEBUILDER_ASSETS is set. Call it from
 // TestMain and Stop it after m.Run. CRDs are installed from crdPaths.
 func Start(crdPaths ...string) *Env {
+	return StartWith(Options{CRDPaths: crdPaths})
+}
+
+// StartWith starts the API server as o says if KUBEBUILDER_ASSETS is set.
+// Its certificates live in a directory of its own until Stop, so that
+// [Env.RestartAPIServer] brings it back with the same ones.
+func StartWith(o Options) *Env {
 	e := &Env{}
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
@@ -37,8 +58,17 @@ func Start(crdPaths ...string) *Env {
 	}
 	e.env = &envtest.Environment{
 		BinaryAssetsDirectory: dir,
-		CRDDirectoryPaths:     crdPaths,
-		ErrorIfCRDPathMissing: len(crdPaths) > 0,
+		CRDDirectoryPaths:     o.CRDPaths,
+		ErrorIfCRDPathMissing: len(o.CRDPaths) > 0,
+	}
+	api := e.env.ControlPlane.GetAPIServer()
+	if e.certDir, e.err = os.MkdirTemp("", "kubewire-apiserver-"); e.err != nil {
+		return e
+	}
+	api.CertDir = e.certDir
+	api.Out, api.Err = o.APIServerOutput, o.APIServerOutput
+	for k, v := range o.APIServerArgs {
+		api.Configure().Set(k, v)
 	}
 	e.cfg, e.err = e.env.Start()
 	if e.err != nil {
@@ -52,6 +82,41 @@ func (e *Env) Stop() {
 	if e.env != nil && e.cfg != nil {
 		_ = e.env.Stop()
 	}
+	if e.certDir != "" {
+		_ = os.RemoveAll(e.certDir)
+	}
+}
+
+// RestartAPIServer stops kube-apiserver and starts it again on the same
+// etcd, address and certificates, as an upgrade or a crash-and-restart
+// does; clients keep their configs. It returns once the new process is
+// healthy.
+func (e *Env) RestartAPIServer() error {
+	api := e.env.ControlPlane.APIServer
+	before := api.SecureServing.Address + ":" + api.SecureServing.Port
+	// A stop that times out has killed the process: start it all the same.
+	var errs []error
+	if err := api.Stop(); err != nil {
+		errs = append(errs, fmt.Errorf("stopping kube-apiserver: %w", err))
+	}
+	if err := api.Start(); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("starting kube-apiserver again: %w", err))...)
+	}
+	if after := api.SecureServing.Address + ":" + api.SecureServing.Port; after != before {
+		errs = append(errs, fmt.Errorf("kube-apiserver came back on %s, not %s", after, before))
+	}
+	return errors.Join(errs...)
+}
+
+// AddUser provisions a user of the API server (client certificate
+// authentication) in groups and returns its config: a client whose
+// requests the audit log tells apart.
+func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, &rest.Config{QPS: 1000, Burst: 2000})
+	if err != nil {
+		return nil, err
+	}
+	return u.Config(), nil
 }
 
 // Config returns a copy of the admin config of the API server (client

@@ -1,0 +1,206 @@
+package faultproxy_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/kubewire/kubewire/internal/faultproxy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// rig is a server that counts the requests it executed, behind a proxy,
+// with a client of its own whose faults are recorded.
+type rig struct {
+	proxy    *faultproxy.Proxy
+	url      string
+	client   *http.Client
+	executed atomic.Int32
+
+	mu    sync.Mutex
+	fired []faultproxy.Fault
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	r := &rig{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		r.executed.Add(1)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	p.SetObserver(func(f faultproxy.Fault) {
+		r.mu.Lock()
+		r.fired = append(r.fired, f)
+		r.mu.Unlock()
+	})
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	r.proxy, r.url, r.client = p, "http://"+p.Addr(), &http.Client{Transport: tr}
+	return r
+}
+
+// post sends a POST, which net/http never re-sends once written.
+func (r *rig) post(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, strings.NewReader("x"))
+	if err != nil {
+		return err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.ReadAll(resp.Body)
+	return err
+}
+
+func (r *rig) observed() []faultproxy.Fault {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]faultproxy.Fault(nil), r.fired...)
+}
+
+func TestAddrIsLoopback(t *testing.T) {
+	r := newRig(t)
+	assert.True(t, strings.HasPrefix(r.proxy.Addr(), "127.0.0.1:"), r.proxy.Addr())
+}
+
+// TestFaultOnReuse: each fault, armed for the connections open now, acts
+// on the next request of a kept-alive connection, and the server executes
+// that request or not as the fault says.
+func TestFaultOnReuse(t *testing.T) {
+	tests := []struct {
+		give         faultproxy.Fault
+		wantExecuted int32
+	}{
+		{faultproxy.ResetBeforeForward, 1},
+		{faultproxy.ResetAfterResponse, 2},
+		{faultproxy.CloseOnSend, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give.String(), func(t *testing.T) {
+			r := newRig(t)
+			require.NoError(t, r.post(context.Background()))
+			r.proxy.SetFaultExisting(tt.give, true)
+			err := r.post(context.Background())
+			require.Error(t, err)
+			assert.Equal(t, tt.wantExecuted, r.executed.Load())
+			assert.Equal(t, []faultproxy.Fault{tt.give}, r.observed())
+			require.NoError(t, r.post(context.Background()), "the fault fired once and cleared")
+			assert.Equal(t, 2, r.proxy.Accepted())
+		})
+	}
+}
+
+// TestBlackHole: a connection the fault reaches delivers nothing more in
+// either direction and stays open until the client gives up; a connection
+// opened after the fault is cleared works.
+func TestBlackHole(t *testing.T) {
+	r := newRig(t)
+	require.NoError(t, r.post(context.Background()))
+	r.proxy.SetFaultExisting(faultproxy.BlackHole, false)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := r.post(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a black hole answers nothing and closes nothing")
+	assert.Equal(t, int32(1), r.executed.Load(), "the request never reached the server")
+	assert.Equal(t, []faultproxy.Fault{faultproxy.BlackHole}, r.observed())
+
+	r.proxy.SetFault(faultproxy.None)
+	require.NoError(t, r.post(context.Background()))
+	assert.Equal(t, int32(2), r.executed.Load())
+	assert.Equal(t, 2, r.proxy.Accepted(), "the client gave up on the dead connection and dialed a new one")
+}
+
+// TestBlackHoleStaysDead: clearing the fault does not revive a connection
+// it reached; the bytes sent on it afterwards never reach the server.
+func TestBlackHoleStaysDead(t *testing.T) {
+	r := newRig(t)
+	conn, err := net.Dial("tcp", r.proxy.Addr())
+	require.NoError(t, err)
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	send := func() error {
+		_, err := io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
+		require.NoError(t, err)
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(200*time.Millisecond)))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return err
+	}
+	require.NoError(t, send())
+	r.proxy.SetFaultExisting(faultproxy.BlackHole, false)
+	require.ErrorIs(t, send(), os.ErrDeadlineExceeded)
+	r.proxy.SetFault(faultproxy.None)
+	require.ErrorIs(t, send(), os.ErrDeadlineExceeded, "still dead after the fault cleared")
+	assert.Equal(t, int32(1), r.executed.Load())
+	assert.Equal(t, []faultproxy.Fault{faultproxy.BlackHole}, r.observed(), "reported once per connection")
+}
+
+// TestIdleDrop: a request sent on a connection idle past the drop time is
+// reset and reported; one sent sooner passes.
+func TestIdleDrop(t *testing.T) {
+	r := newRig(t)
+	r.proxy.SetIdleDrop(50 * time.Millisecond)
+	require.NoError(t, r.post(context.Background()))
+	require.NoError(t, r.post(context.Background()), "not idle long enough")
+	time.Sleep(100 * time.Millisecond) // the idle time is what is tested
+	err := r.post(context.Background())
+	require.Error(t, err)
+	var reset bool
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		reset = reset || strings.Contains(e.Error(), "connection reset")
+	}
+	assert.True(t, reset, "%v", err)
+	assert.Equal(t, []faultproxy.Fault{faultproxy.IdleDrop}, r.observed())
+	assert.Equal(t, int32(2), r.executed.Load())
+}
+
+// TestStall: the server's answer waits until the fault is cleared, then
+// arrives whole.
+func TestStall(t *testing.T) {
+	r := newRig(t)
+	r.proxy.SetFault(faultproxy.Stall)
+	done := make(chan error, 1)
+	go func() { done <- r.post(context.Background()) }()
+	require.Eventually(t, func() bool { return len(r.observed()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("answered during the stall: %v", err)
+	default:
+	}
+	assert.Equal(t, int32(1), r.executed.Load(), "the request was forwarded")
+	r.proxy.SetFault(faultproxy.None)
+	require.NoError(t, <-done)
+	assert.Equal(t, []faultproxy.Fault{faultproxy.Stall}, r.observed())
+}
+
+func TestFaultString(t *testing.T) {
+	assert.Equal(t, "black-hole", faultproxy.BlackHole.String())
+	assert.Equal(t, "Fault(99)", faultproxy.Fault(99).String())
+}

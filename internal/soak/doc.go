@@ -1,0 +1,59 @@
+// Package soak judges a gateway run for minutes under mixed connection
+// faults the way Jepsen does: a history of client operations, each with
+// its answer, checked against an independent record, the API server's own
+// audit log.
+//
+// # The run
+//
+// [Run] starts kube-apiserver and etcd (envtest) with [AuditPolicy], the
+// agent-sandbox controller and a fake kubelet, a fault proxy in front of
+// the API server and the gateway behind it. Clients ([Config.Clients])
+// each own a few sandboxes and send create, stop, start, delete and get
+// through the gateway's HTTP API; an administrator changes the fence
+// directly. Faults come from a plan drawn from the seed ([Config.Seed]),
+// each a Poisson process at its rate per minute: a reset before the
+// request is forwarded, a reset after the server answered, a close on
+// reuse, an idle-flow drop after the load balancer's idle time (with quiet
+// spells for flows to go idle), a stall, a black hole, and a restart of
+// kube-apiserver on the same etcd in the middle of the run. Every
+// operation and its answer is written to the history (JSON lines).
+//
+// # Correlation
+//
+// Each operation has an ID. The gateway hands it, through the request
+// context ([Handler], [WithOp]), to every API request it makes for the
+// operation, and [Stamp] sends it as the Audit-ID header. kube-apiserver
+// records a client's Audit-ID as it is, and accepts the same one on many
+// requests (k8s.io/apiserver's WithAuditInit), so the audit log files every
+// request of an operation, and every copy of one, under the operation.
+// Requests of the gateway without an operation are its informers' and
+// reconciler's: they are counted apart ([Result.Background]).
+//
+// # What is checked
+//
+//   - Duplicates: a write the API server executed more than once for one
+//     operation is the same verb on the same object with the same request
+//     body (the audit log keeps the body; a new decision, such as a patch
+//     after a 409, carries another resourceVersion). For a create, or a
+//     write the client did not mark idempotent (the Audit-ID carries
+//     [retry.IsIdempotent]'s answer), any second execution is a violation;
+//     re-executions of marked writes (stop's and the reconciler's guarded
+//     patches, deletes with a uid precondition) are counted apart.
+//   - Acknowledgements: every version of a sandbox an acknowledged answer
+//     names must be in the record with the same intent, and until the next
+//     change of intent nothing may undo it but a later operation on the
+//     sandbox or the reconciler suspending it for a fence change (the
+//     fence's generation at that resourceVersion tells).
+//   - Final state: each sandbox's final state is the record's last, every
+//     change of intent in the record is someone's, and no sandbox runs
+//     outside the final fence once the reconciler converged.
+//   - Amplification (API requests per operation), latency with and without
+//     a fault window overlapping the operation, and goroutines, open files
+//     and heap before and after.
+//
+// The record orders versions by resourceVersion, which kube-apiserver
+// takes from etcd's revision, one sequence for the cluster. A write whose
+// client went away while it ran is logged 504 though it may have been
+// applied: such writes count as maybe applied, and a change of intent that
+// only a later read shows is theirs.
+package soak
