@@ -248,13 +248,14 @@ func TestCRDRequiresPodTemplate(t *testing.T) {
 type writes struct {
 	mu      sync.Mutex
 	patches map[string]int
-	at      []time.Time // when each sandbox PATCH was sent
+	applied map[string]int // sandbox PATCHes the API server applied (2xx)
+	at      []time.Time    // when each sandbox PATCH was sent
 	other   int         // every other request but a read, an Event or a Lease
 	events  int
 	fail    func(*http.Request) bool
 }
 
-func newWrites() *writes { return &writes{patches: map[string]int{}} }
+func newWrites() *writes { return &writes{patches: map[string]int{}, applied: map[string]int{}} }
 
 func (w *writes) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -277,8 +278,26 @@ func (w *writes) wrap(rt http.RoundTripper) http.RoundTripper {
 		if fail != nil && fail(req) {
 			return nil, &net503{}
 		}
-		return rt.RoundTrip(req)
+		resp, err := rt.RoundTrip(req)
+		if err == nil && resp.StatusCode < 300 && req.Method == http.MethodPatch && strings.Contains(p, "/sandboxes/") {
+			w.mu.Lock()
+			w.applied[p[strings.LastIndex(p, "/")+1:]]++
+			w.mu.Unlock()
+		}
+		return resp, err
 	})
+}
+
+// appliedReset returns the sandbox PATCHes the API server applied since
+// the last call, and forgets them. A PATCH refused for a stale
+// resourceVersion (409, when the controller wrote in between) is sent
+// again, and counts once here.
+func (w *writes) appliedReset() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.applied
+	w.applied = map[string]int{}
+	return out
 }
 
 func (w *writes) reset() map[string]int {
