@@ -250,7 +250,7 @@ type writes struct {
 	patches map[string]int
 	applied map[string]int // sandbox PATCHes the API server applied (2xx)
 	at      []time.Time    // when each sandbox PATCH was sent
-	other   int         // every other request but a read, an Event or a Lease
+	other   int            // every other request but a read, an Event or a Lease
 	events  int
 	fail    func(*http.Request) bool
 }
