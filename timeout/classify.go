@@ -48,11 +48,14 @@ func LongRunning(req *http.Request) bool {
 // flag reports whether the first value of key in the raw query is set,
 // following apimachinery's conversion of a query string to a bool: present
 // and not "0" or "false" (any case) is true. Pairs that url.ParseQuery
-// would drop (a bad escape) are skipped.
+// would drop (a bad escape, a semicolon) are skipped.
 func flag(raw, key string) bool {
 	for raw != "" {
 		var pair string
 		pair, raw, _ = strings.Cut(raw, "&")
+		if strings.Contains(pair, ";") {
+			continue
+		}
 		k, v, _ := strings.Cut(pair, "=")
 		k, ok := unescape(k)
 		if !ok || k != key {

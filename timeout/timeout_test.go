@@ -372,6 +372,8 @@ func TestLongRunning(t *testing.T) {
 		{give: "/api/v1/pods?watch=false&watch=true", want: false},
 		{give: "/api/v1/pods?watch=%zz", want: false},
 		{give: "/api/v1/pods?watch=%zz&watch=1", want: true},
+		{give: "/api/v1/pods?watch=1;", want: false},
+		{give: "/api/v1/pods?watch=false;x=1&watch=1", want: true},
 		{give: "/api/v1/namespaces/ns/pods/p/log?follow=tr%75e", want: true},
 		// More segments than the classifier keeps on the stack.
 		{give: "/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/0/1/2/3/4/5/api/v1/namespaces/ns/pods/p/exec", want: true},
