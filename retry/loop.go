@@ -130,10 +130,11 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 // have reached the server and is not idempotent, its body cannot be sent
 // again, or no attempt is left.
 func (rt *roundTripper) mayRetry(req *http.Request, d Decision, rewindable bool) Reason {
+	if req.Context().Err() != nil {
+		return ctxReason(req.Context())
+	}
 	if d.Err != nil {
 		switch {
-		case req.Context().Err() != nil:
-			return ctxReason(req.Context())
 		case d.Class == NotRetryable:
 			return ReasonNotRetryable
 		case d.Class == MaybeSent && !IsIdempotent(req):
@@ -296,7 +297,16 @@ func (rt *roundTripper) failedOn(conn *connTrace, err error) (connKey, bool) {
 	if err == nil || !errors.As(err, &pe) || !pe.Attempt.HasConn {
 		return connKey{}, false
 	}
+	// Addresses identify a connection only when the local one has a port
+	// (TCP); two connections of a unix socket or a pipe may share theirs,
+	// and then each failure pays its own token.
 	c := pe.Attempt.Conn
+	if c.LocalAddr == nil {
+		return connKey{}, false
+	}
+	if _, port, err := net.SplitHostPort(c.LocalAddr.String()); err != nil || port == "" || port == "0" {
+		return connKey{}, false
+	}
 	return connKey{local: addrString(c.LocalAddr), remote: addrString(c.RemoteAddr)}, true
 }
 
