@@ -141,10 +141,12 @@ func TestBlackHoleStaysDead(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 	br := bufio.NewReader(conn)
-	send := func() error {
+	// wait is how long to wait for an answer: long for the healthy
+	// connection, short where none may come.
+	send := func(wait time.Duration) error {
 		_, err := io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
 		require.NoError(t, err)
-		require.NoError(t, conn.SetReadDeadline(time.Now().Add(200*time.Millisecond)))
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(wait)))
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			return err
@@ -153,11 +155,11 @@ func TestBlackHoleStaysDead(t *testing.T) {
 		resp.Body.Close()
 		return err
 	}
-	require.NoError(t, send())
+	require.NoError(t, send(30*time.Second))
 	r.proxy.SetFaultExisting(faultproxy.BlackHole, false)
-	require.ErrorIs(t, send(), os.ErrDeadlineExceeded)
+	require.ErrorIs(t, send(200*time.Millisecond), os.ErrDeadlineExceeded)
 	r.proxy.SetFault(faultproxy.None)
-	require.ErrorIs(t, send(), os.ErrDeadlineExceeded, "still dead after the fault cleared")
+	require.ErrorIs(t, send(200*time.Millisecond), os.ErrDeadlineExceeded, "still dead after the fault cleared")
 	assert.Equal(t, int32(1), r.executed.Load())
 	assert.Equal(t, []faultproxy.Fault{faultproxy.BlackHole}, r.observed(), "reported once per connection")
 }
@@ -166,10 +168,10 @@ func TestBlackHoleStaysDead(t *testing.T) {
 // reset and reported; one sent sooner passes.
 func TestIdleDrop(t *testing.T) {
 	r := newRig(t)
-	r.proxy.SetIdleDrop(50 * time.Millisecond)
+	r.proxy.SetIdleDrop(time.Second)
 	require.NoError(t, r.post(context.Background()))
 	require.NoError(t, r.post(context.Background()), "not idle long enough")
-	time.Sleep(100 * time.Millisecond) // the idle time is what is tested
+	time.Sleep(1500 * time.Millisecond) // the idle time is what is tested
 	err := r.post(context.Background())
 	require.Error(t, err)
 	var reset bool

@@ -125,8 +125,9 @@ func (k *Kubelet) sync(name string) {
 	}
 }
 
-// restartBackoff outlasts a restart of kube-apiserver.
-var restartBackoff = wait.Backoff{Steps: 15, Duration: 100 * time.Millisecond, Factor: 1.5, Cap: 3 * time.Second}
+// restartBackoff outlasts a restart of kube-apiserver, on a loaded machine
+// too: envtest alone may take 20s to stop it. About 2.5 minutes in all.
+var restartBackoff = wait.Backoff{Steps: 60, Duration: 100 * time.Millisecond, Factor: 1.5, Cap: 3 * time.Second}
 
 // transient reports whether err is the API server being away, not its
 // answer.
