@@ -370,6 +370,14 @@ func TestCheckAnswered5xx(t *testing.T) {
 		assert.Empty(t, r.Violations)
 		assert.Equal(t, 1, r.Unknown.Reached)
 	})
+	t.Run("a start answered 504 at the end of the run; only the final state shows it", func(t *testing.T) {
+		evs := append(base(),
+			ev{id: "op-000003", verb: "patch", user: gw, res: "sandboxes", name: "a", code: 504, req: `{"metadata":{"resourceVersion":"12"}}`},
+		)
+		h := append(baseHistory(), op("op-000003", Start, 3, Unknown, nil))
+		r := Check(Input{History: h, Audit: audit(t, evs...), GatewayUser: gw, Namespace: ns, Final: map[string]State{"a": *state("u1", 13, true, 1)}, FinalFence: State{FenceUID: "f1", FenceGeneration: 1}})
+		assert.Empty(t, r.Violations)
+	})
 	t.Run("a change only a read shows, and no write answered 5xx", func(t *testing.T) {
 		evs := append(base(), ev{id: "op-000004", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200, resp: sandbox("u1", 13, true, 1)})
 		h := append(baseHistory(), op("op-000004", Get, 4, OK, state("u1", 13, true, 1)))
