@@ -405,18 +405,9 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *Sandbox, live L
 		// brings the sandbox back.
 		return Action{}, nil
 	}
-	a := Decide(*s, live, now, r.grace)
-	if a.Type == ActionSuspend && (!live.Present || live.Fence.UID != s.Fence.UID) {
-		// A cache whose fence watch was re-established has not yet seen
-		// what happened meanwhile: it can say absent, or an old uid, for a
-		// fence created or re-created since. Before suspending on that,
-		// the API server's word.
-		fresh, err := r.driver.readFence(ctx, s.Namespace)
-		if err != nil {
-			return Action{}, wrap("reconcile", s.Namespace, s.Name, err)
-		}
-		live = fresh
-		a = Decide(*s, live, now, r.grace)
+	live, a, err := r.decide(ctx, *s, live, now)
+	if err != nil {
+		return Action{}, err
 	}
 	if a.Type == ActionNone {
 		q.settle(key)
@@ -446,6 +437,23 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *Sandbox, live L
 	return a, nil
 }
 
+// decide decides for s with [Decide]. A cache whose fence watch was
+// re-established has not yet seen what happened meanwhile: it can say
+// absent, or an old uid, for a fence created or re-created since. Before
+// suspending on that, decide gets the API server's word, and returns the
+// fence it decided from.
+func (r *Reconciler) decide(ctx context.Context, s Sandbox, live LiveFence, now time.Time) (LiveFence, Action, error) {
+	a := Decide(s, live, now, r.grace)
+	if a.Type != ActionSuspend || live.Present && live.Fence.UID == s.Fence.UID {
+		return live, a, nil
+	}
+	fresh, err := r.driver.readFence(ctx, s.Namespace)
+	if err != nil {
+		return live, Action{}, wrap("reconcile", s.Namespace, s.Name, err)
+	}
+	return fresh, Decide(s, fresh, now, r.grace), nil
+}
+
 // failed reports a failure to the action observer.
 func (r *Reconciler) failed(t ActionType, err error) {
 	if r.actions != nil {
@@ -463,9 +471,20 @@ func (r *Reconciler) act(ctx context.Context, s *Sandbox, live LiveFence, now ti
 	// fails with 409 and is decided again, so they are safe to retry.
 	ctx = retry.ContextWithIdempotent(ctx)
 	var patched bool
+	var fenceErr error
+	first := true
 	out, err := d.update(ctx, "reconcile", s.Namespace, s.Name, s, func(cur Sandbox) *patch {
 		patched = false
-		if Decide(cur, live, now, r.grace).Type != a.Type {
+		decided := a
+		if !first {
+			// cur was read again after a conflict: decide again, with the
+			// API server's fence where the cache's cannot be trusted.
+			if live, decided, fenceErr = r.decide(ctx, cur, live, now); fenceErr != nil {
+				return nil
+			}
+		}
+		first = false
+		if decided.Type != a.Type {
 			return nil
 		}
 		switch a.Type {
@@ -478,6 +497,9 @@ func (r *Reconciler) act(ctx context.Context, s *Sandbox, live LiveFence, now ti
 		}
 		return nil
 	})
+	if err == nil {
+		err = fenceErr
+	}
 	if err != nil {
 		return false, err
 	}
