@@ -192,20 +192,20 @@ func (o *Object) state() State {
 
 type opKey struct{}
 
-// WithOp returns a context whose API requests [Stamp] marks as operation
+// ContextWithOp returns a context whose API requests [Stamp] marks as operation
 // op's.
-func WithOp(ctx context.Context, op string) context.Context {
+func ContextWithOp(ctx context.Context, op string) context.Context {
 	return context.WithValue(ctx, opKey{}, op)
 }
 
-// OpFrom returns the operation that ctx carries.
-func OpFrom(ctx context.Context) (string, bool) {
+// OpFromContext returns the operation that ctx carries.
+func OpFromContext(ctx context.Context) (string, bool) {
 	op, ok := ctx.Value(opKey{}).(string)
 	return op, ok
 }
 
 // Stamp is a client-go WrapperFunc: it sets the Audit-ID header of every
-// request whose context carries an operation ([WithOp]) to [AuditID] of
+// request whose context carries an operation ([ContextWithOp]) to [AuditID] of
 // that operation, marked when [retry.IsIdempotent] says the request may be
 // re-sent. kube-apiserver records a client's Audit-ID as it is (k8s.io/
 // apiserver's WithAuditInit), so every copy of a request, and every
@@ -218,7 +218,7 @@ func Stamp(next http.RoundTripper) http.RoundTripper {
 type stamp struct{ roundtrip.Wrapped }
 
 func (s *stamp) RoundTrip(req *http.Request) (*http.Response, error) {
-	op, ok := OpFrom(req.Context())
+	op, ok := OpFromContext(req.Context())
 	if !ok {
 		return s.Next.RoundTrip(req)
 	}

@@ -103,9 +103,9 @@ func TestStamp(t *testing.T) {
 		want   string
 	}{
 		{"no operation", context.Background(), http.MethodPost, ""},
-		{"a create", WithOp(context.Background(), "op-000001"), http.MethodPost, "op-000001"},
-		{"a get", WithOp(context.Background(), "op-000002"), http.MethodGet, "op-000002/idempotent"},
-		{"a patch marked idempotent", retry.ContextWithIdempotent(WithOp(context.Background(), "op-000003")), http.MethodPatch, "op-000003/idempotent"},
+		{"a create", ContextWithOp(context.Background(), "op-000001"), http.MethodPost, "op-000001"},
+		{"a get", ContextWithOp(context.Background(), "op-000002"), http.MethodGet, "op-000002/idempotent"},
+		{"a patch marked idempotent", retry.ContextWithIdempotent(ContextWithOp(context.Background(), "op-000003")), http.MethodPatch, "op-000003/idempotent"},
 	}
 	for _, tt := range tests {
 		req, err := http.NewRequestWithContext(tt.ctx, tt.method, srv.URL, nil)

@@ -21,7 +21,7 @@
 // # Correlation
 //
 // Each operation has an ID. The gateway hands it, through the request
-// context ([Handler], [WithOp]), to every API request it makes for the
+// context ([Handler], [ContextWithOp]), to every API request it makes for the
 // operation, and [Stamp] sends it as the Audit-ID header. kube-apiserver
 // records a client's Audit-ID as it is, and accepts the same one on many
 // requests (k8s.io/apiserver's WithAuditInit), so the audit log files every

@@ -23,7 +23,7 @@ import (
 )
 
 // OpHeader carries a client operation's ID to the gateway, which hands it
-// to its API requests through [WithOp] (see [Handler]).
+// to its API requests through [ContextWithOp] (see [Handler]).
 const OpHeader = "X-Soak-Op"
 
 // Handler serves h with each request's context carrying the operation its
@@ -31,7 +31,7 @@ const OpHeader = "X-Soak-Op"
 func Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if op := r.Header.Get(OpHeader); op != "" {
-			r = r.WithContext(WithOp(r.Context(), op))
+			r = r.WithContext(ContextWithOp(r.Context(), op))
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -232,7 +232,7 @@ func (w *workload) fencer(ctx context.Context, cs kubernetes.Interface, seed int
 // so a new generation.
 func (w *workload) changeFence(ctx context.Context, cs kubernetes.Interface) (Op, bool) {
 	op := Op{ID: w.nextID(), Client: -1, Kind: Fence, Start: time.Now()}
-	ctx = WithOp(ctx, op.ID)
+	ctx = ContextWithOp(ctx, op.ID)
 	policies := cs.NetworkingV1().NetworkPolicies(w.namespace)
 	np, err := policies.Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
