@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubewire/kubewire/internal/hooks"
 	"github.com/kubewire/kubewire/retry"
 )
 
@@ -206,7 +207,7 @@ func WithObserver(f func(PassStats)) ReconcilerOption {
 		if f == nil {
 			return errors.New("driver: WithObserver must not be nil")
 		}
-		c.observer = then(c.observer, f)
+		c.observer = hooks.Then(c.observer, f)
 		return nil
 	})
 }
@@ -222,20 +223,9 @@ func WithActionObserver(f func(ActionEvent)) ReconcilerOption {
 		if f == nil {
 			return errors.New("driver: WithActionObserver must not be nil")
 		}
-		c.actions = then(c.actions, f)
+		c.actions = hooks.Then(c.actions, f)
 		return nil
 	})
-}
-
-// then returns a function that calls f, then g; f may be nil.
-func then[T any](f, g func(T)) func(T) {
-	if f == nil {
-		return g
-	}
-	return func(v T) {
-		f(v)
-		g(v)
-	}
 }
 
 // WithReconcilerLogger sets the reconciler's logger. Default: the driver's.

@@ -6,6 +6,7 @@ import (
 
 	clientgometrics "k8s.io/client-go/tools/metrics"
 
+	"github.com/kubewire/kubewire/internal/hooks"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
@@ -65,21 +66,11 @@ func WithObserver(o Observer) Option {
 // each returns a function that calls method of every observer in os, in
 // order, or nil when there is none.
 func each[T any](os []Observer, method func(Observer) func(T)) func(T) {
-	switch len(os) {
-	case 0:
-		return nil
-	case 1:
-		return method(os[0])
+	var f func(T)
+	for _, o := range os {
+		f = hooks.Then(f, method(o))
 	}
-	fs := make([]func(T), len(os))
-	for i, o := range os {
-		fs[i] = method(o)
-	}
-	return func(x T) {
-		for _, f := range fs {
-			f(x)
-		}
-	}
+	return f
 }
 
 // observeDecision returns the retry observer: client-go's retry metric,

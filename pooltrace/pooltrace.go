@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/kubewire/kubewire/internal/hooks"
 	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/transport"
 )
@@ -65,14 +66,11 @@ func WithVerbosity(v int) Option {
 // each one given is called, in order. Must not be nil. Default: none.
 func WithObserver(f func(Attempt)) Option {
 	return optionFunc(func(c *config) {
-		switch prev := c.observer; {
-		case f == nil:
+		if f == nil {
 			c.fail("WithObserver must not be nil")
-		case prev != nil:
-			c.observer = func(a Attempt) { prev(a); f(a) }
-		default:
-			c.observer = f
+			return
 		}
+		c.observer = hooks.Then(c.observer, f)
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/kubewire/kubewire/internal/hooks"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -178,11 +179,7 @@ func WithObserver(f func(Decision)) Option {
 			c.fail("WithObserver must not be nil")
 			return
 		}
-		if prev := c.observer; prev != nil {
-			c.observer = func(d Decision) { prev(d); f(d) }
-			return
-		}
-		c.observer = f
+		c.observer = hooks.Then(c.observer, f)
 	})
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/kubewire/kubewire/internal/hooks"
 )
 
 // Option configures [New].
@@ -65,16 +67,13 @@ type Exceeded struct {
 // nil. Default: none.
 func WithObserver(f func(Exceeded)) Option {
 	return optionFunc(func(c *config) {
-		switch prev := c.observer; {
-		case f == nil:
+		if f == nil {
 			if c.err == nil {
 				c.err = errors.New("timeout: WithObserver must not be nil")
 			}
-		case prev != nil:
-			c.observer = func(e Exceeded) { prev(e); f(e) }
-		default:
-			c.observer = f
+			return
 		}
+		c.observer = hooks.Then(c.observer, f)
 	})
 }
 
