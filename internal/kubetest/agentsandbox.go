@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/agent-sandbox/controllers"
@@ -73,7 +74,14 @@ func RunController(t testing.TB, cfg *rest.Config, ns string) {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Logger:                 logr.Discard(),
-		Cache:                  crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}},
+		// One namespace by field selector, not DefaultNamespaces: with
+		// DefaultNamespaces controller-runtime v0.25.2 builds its
+		// multi-namespace cache, whose handler registration starts a
+		// goroutine that waits for every namespace's handler to sync and
+		// never ends if the manager stops first (client-go's listener
+		// gives up waiting then, and its done channel is never closed).
+		// goleak caught it when a test ended before the cache synced.
+		Cache: crcache.Options{DefaultFieldSelector: fields.OneTermEqualSelector("metadata.namespace", ns)},
 		// Each test runs its own manager in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
