@@ -286,6 +286,53 @@ func TestConflictRedecides(t *testing.T) {
 	assert.Equal(t, 5, a.count("PATCH patch"), "four patches and one 409")
 }
 
+// TestConflictSeesRecreatedFence: the fence is absent when the pass reads
+// it and when the decision confirms it, and is back, with the uid the
+// sandbox records, by the time the suspend patch meets a 409. The decision
+// after the conflict reads the fence again instead of trusting the absence
+// it saw, and the sandbox is left running.
+func TestConflictSeesRecreatedFence(t *testing.T) {
+	a := newAPIServer(t, "v1beta1")
+	a.addFence("team-a", "fence-a", 2)
+	a.addSandbox("team-a", "sb-0", true, "fence-a", 2)
+	var mu sync.Mutex
+	fenceReads := 0
+	var once sync.Once
+	a.mu.Lock()
+	a.fail = func(w http.ResponseWriter, req *http.Request) bool {
+		switch {
+		case strings.Contains(req.URL.Path, "/namespaces/team-a/networkpolicies"):
+			mu.Lock()
+			defer mu.Unlock()
+			// The pass's read and the confirming read miss the fence.
+			if fenceReads++; fenceReads <= 2 {
+				status(w, http.StatusNotFound, "NotFound", "networkpolicies.networking.k8s.io \"sandbox-workload-fence\" not found")
+				return true
+			}
+		case req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/sb-0"):
+			once.Do(func() {
+				// Someone else writes sb-0 first: the patch gets a 409.
+				a.mu.Lock()
+				a.sandboxes["team-a/sb-0"]["metadata"].(map[string]any)["resourceVersion"] = a.nextRV()
+				a.mu.Unlock()
+			})
+		}
+		return false
+	}
+	a.mu.Unlock()
+	stats, err := newReconciler(t, newDriver(t, a, nil)).Pass(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, stats.Actions)
+	assert.Equal(t, 1, a.count("PATCH patch"), "the one patch that met the 409")
+	assert.Equal(t, 1, a.count("GET get"), "sb-0 read again after the conflict")
+	mu.Lock()
+	assert.Equal(t, 3, fenceReads, "team-a's fence: the pass's read, the confirming read, and the read after the conflict")
+	mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	assert.NotEqual(t, "Suspended", a.sandboxes["team-a/sb-0"]["spec"].(map[string]any)["operatingMode"], "sb-0 left running")
+}
+
 // TestListPaginates: a pass reads every page.
 func TestListPaginates(t *testing.T) {
 	a := staleFixture(t, "v1beta1", false)
