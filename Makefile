@@ -60,6 +60,7 @@ repro:
 bench: envtest agentsandbox
 	hack/benchratio.sh ./bench Bare Stack Kubewire RetryableHTTP OtelHTTP
 	hack/benchratio.sh ./bench Kubewire KubewireMetrics
+	hack/benchratio.sh ./bench OverheadBare OverheadTimeout OverheadPooltrace OverheadStack -n 8
 	hack/benchratio.sh ./bench RetryBaseline Retry
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) hack/benchratio.sh ./kubeadapter ClientGoBare ClientGoApplied
 	hack/benchratio.sh ./bench RecoveryClientGo RecoveryKubewire -n 5
