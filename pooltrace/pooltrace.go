@@ -121,7 +121,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if lerr != nil {
 		log = rt.cfg.logger
 	}
-	t := &tracer{log: log}
+	t := &tracer{}
 	t.a = Attempt{Method: req.Method, Start: time.Now()}
 	if req.URL != nil {
 		t.a.Host, t.a.Path = req.URL.Host, req.URL.Path
@@ -159,7 +159,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	a := t.a
 	t.mu.Unlock()
 
-	rt.report(t.log, a, t.timed, verbose)
+	rt.report(log, a, t.timed, verbose)
 	if err != nil {
 		a.Err = nil
 		return nil, &Error{Attempt: a, Err: err}
@@ -229,7 +229,6 @@ func addr(a interface{ String() string }) string {
 // body wrapper, saving an allocation per request.
 type tracer struct {
 	trace httptrace.ClientTrace
-	log   logr.Logger
 	timed bool // the phases are hooked
 	// conn is the connection of t.a.Conn until RoundTrip returns; its
 	// protocol is read from it only when no response says it.
