@@ -76,11 +76,13 @@ func RunController(t testing.TB, cfg *rest.Config, ns string) {
 		Logger:                 logr.Discard(),
 		// One namespace by field selector, not DefaultNamespaces: with
 		// DefaultNamespaces controller-runtime v0.25.2 builds its
-		// multi-namespace cache, whose handler registration starts a
-		// goroutine that waits for every namespace's handler to sync and
-		// never ends if the manager stops first (client-go's listener
-		// gives up waiting then, and its done channel is never closed).
-		// goleak caught it when a test ended before the cache synced.
+		// multi-namespace cache, whose informers and handler
+		// registrations each start a goroutine that waits for every
+		// namespace to sync and never ends if the manager stops first
+		// (client-go's HasSyncedChecker().Done() is then never closed).
+		// goleak caught one when a test stopped the controller before it
+		// synced. The selector would also hide cluster-scoped objects;
+		// agent-sandbox's controller reads none.
 		Cache: crcache.Options{DefaultFieldSelector: fields.OneTermEqualSelector("metadata.namespace", ns)},
 		// Each test runs its own manager in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
