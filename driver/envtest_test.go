@@ -249,6 +249,7 @@ type writes struct {
 	mu      sync.Mutex
 	patches map[string]int
 	applied map[string]int // sandbox PATCHes the API server applied (2xx)
+	sending int            // sandbox PATCHes sent and not yet answered
 	at      []time.Time    // when each sandbox PATCH was sent
 	other   int            // every other request but a read, an Event or a Lease
 	events  int
@@ -271,6 +272,8 @@ func (w *writes) wrap(rt http.RoundTripper) http.RoundTripper {
 		case req.Method == http.MethodPatch && strings.Contains(p, "/sandboxes/"):
 			w.patches[p[strings.LastIndex(p, "/")+1:]]++
 			w.at = append(w.at, time.Now())
+			w.sending++
+			defer w.answered()
 		default:
 			w.other++
 		}
@@ -286,6 +289,26 @@ func (w *writes) wrap(rt http.RoundTripper) http.RoundTripper {
 		}
 		return resp, err
 	})
+}
+
+// answered counts a sandbox PATCH out of sending; the count of what it
+// applied is made before.
+func (w *writes) answered() {
+	w.mu.Lock()
+	w.sending--
+	w.mu.Unlock()
+}
+
+// settled waits until every sandbox PATCH sent has its answer counted. A
+// sandbox seen in the state a PATCH gave it may still have that PATCH's
+// answer on its way back: a count of what was applied is read after this.
+func (w *writes) settled(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.sending == 0
+	}, settle, 5*time.Millisecond, "sandbox PATCHes still unanswered")
 }
 
 // appliedReset returns the sandbox PATCHes the API server applied since

@@ -206,6 +206,7 @@ func TestLeaderElection(t *testing.T) {
 	moveFence(t, r)
 	waitFor(t, plain, r.ns, names, "suspended", suspended)
 	assert.False(t, follower.rec.Leading())
+	leader.counter.settled(t)
 	sent, got := leader.counter.reset(), leader.counter.appliedReset()
 	for _, name := range names {
 		assert.GreaterOrEqual(t, got[name], 1, "the leader acted on %s", name)
@@ -222,10 +223,12 @@ func TestLeaderElection(t *testing.T) {
 		require.NoError(t, err)
 	}
 	waitFor(t, plain, r.ns, names, "ready again", func(s driver.Sandbox) bool { return s.Phase == driver.PhaseReady && bootstrapDone(s) })
+	follower.counter.settled(t)
 	follower.counter.reset()
 	follower.counter.appliedReset()
 	moveFence(t, r)
 	waitFor(t, plain, r.ns, names, "suspended again", suspended)
+	follower.counter.settled(t)
 	sent, got = follower.counter.reset(), follower.counter.appliedReset()
 	for _, name := range names {
 		assert.Equal(t, 1, got[name], "the new leader suspended %s once (%d PATCHes sent)", name, sent[name])
