@@ -147,14 +147,21 @@ func TestRunSeedRegression(t *testing.T) {
 	rec := newReconciler(t, d, driver.WithPeriod(time.Second), driver.WithObserver(func(s driver.PassStats) { passes <- s }))
 	runReconciler(t, rec)
 	waitFor(t, d, r.ns, names[:2], "admitted", bootstrapDone)
+	counter.settled(t)
 	counter.reset()
+	counter.appliedReset()
 	moveFence(t, r)
 	waitFor(t, d, r.ns, names, "stopped", func(s driver.Sandbox) bool { return s.Phase == driver.PhaseStopped })
-	got := counter.reset()
-	assert.Equal(t, 1, got["sb-0"])
-	assert.Equal(t, 1, got["sb-1"])
+	// The resync runs beside the workers: both may send a running
+	// sandbox's suspension from the same resourceVersion, and the API
+	// server refuses the second (409). What it applied is counted.
+	counter.settled(t)
+	sent, applied := counter.reset(), counter.appliedReset()
+	for _, name := range names[:2] {
+		assert.Equal(t, 1, applied[name], "%s suspended once (%d PATCHes sent)", name, sent[name])
+	}
 	for _, name := range names[2:] {
-		assert.Zero(t, got[name], "%s was already suspended", name)
+		assert.Zero(t, sent[name], "%s was already suspended", name)
 	}
 	for len(passes) > 0 {
 		<-passes
@@ -177,7 +184,7 @@ func TestLeaderElection(t *testing.T) {
 	plain := r.driver(t, nil)
 	lease := func(id string) driver.LeaderElection {
 		return driver.LeaderElection{Namespace: r.ns, Name: "gw-reconciler", Identity: id,
-			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+			LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 100 * time.Millisecond}
 	}
 	type replica struct {
 		counter *writes
