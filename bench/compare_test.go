@@ -30,18 +30,23 @@ import (
 func benchCandidate(b *testing.B, ownDeadline bool, wrap func(http.RoundTripper) http.RoundTripper) {
 	for _, s := range servers(b) {
 		b.Run(s.Name, func(b *testing.B) {
-			rt := wrap(s.Base)
-			b.ReportAllocs()
-			for b.Loop() {
-				if ownDeadline {
-					roundTrip(b, rt, context.Background(), s.URL)
-					continue
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), budget)
-				roundTrip(b, rt, ctx, s.URL)
-				cancel()
-			}
+			loop(b, wrap(s.Base), ownDeadline, s.URL)
 		})
+	}
+}
+
+// loop sends GET u through rt b.N times. When ownDeadline is false each
+// request carries the caller's deadline.
+func loop(b *testing.B, rt http.RoundTripper, ownDeadline bool, u string) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if ownDeadline {
+			roundTrip(b, rt, context.Background(), u)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		roundTrip(b, rt, ctx, u)
+		cancel()
 	}
 }
 

@@ -1,7 +1,6 @@
 package bench_test
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -75,18 +74,7 @@ func BenchmarkOverheadStack(b *testing.B) {
 	benchOverhead(b, true, transport.Chain(pooltrace.New(), timeout.New(budget)))
 }
 
-// benchOverhead is benchCandidate without a network: when ownDeadline is
-// false the caller's context carries the deadline.
+// benchOverhead is benchCandidate without a network.
 func benchOverhead(b *testing.B, ownDeadline bool, wrap func(http.RoundTripper) http.RoundTripper) {
-	rt := wrap(newAnswer(b))
-	b.ReportAllocs()
-	for b.Loop() {
-		if ownDeadline {
-			roundTrip(b, rt, context.Background(), answerURL)
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), budget)
-		roundTrip(b, rt, ctx, answerURL)
-		cancel()
-	}
+	loop(b, wrap(newAnswer(b)), ownDeadline, answerURL)
 }

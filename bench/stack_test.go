@@ -38,14 +38,7 @@ func roundTrip(b *testing.B, rt http.RoundTripper, ctx context.Context, u string
 // deadline given by the caller's context, the least any deadline costs.
 func BenchmarkBare(b *testing.B) {
 	for _, s := range servers(b) {
-		b.Run(s.Name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				ctx, cancel := context.WithTimeout(context.Background(), budget)
-				roundTrip(b, s.Base, ctx, s.URL)
-				cancel()
-			}
-		})
+		b.Run(s.Name, func(b *testing.B) { loop(b, s.Base, false, s.URL) })
 	}
 }
 
@@ -54,11 +47,7 @@ func BenchmarkBare(b *testing.B) {
 func BenchmarkStack(b *testing.B) {
 	for _, s := range servers(b) {
 		b.Run(s.Name, func(b *testing.B) {
-			rt := transport.Chain(pooltrace.New(), timeout.New(budget))(s.Base)
-			b.ReportAllocs()
-			for b.Loop() {
-				roundTrip(b, rt, context.Background(), s.URL)
-			}
+			loop(b, transport.Chain(pooltrace.New(), timeout.New(budget))(s.Base), true, s.URL)
 		})
 	}
 }
