@@ -46,7 +46,7 @@ type config struct {
 
 func (c *config) fail(format string, args ...any) {
 	if c.err == nil {
-		c.err = fmt.Errorf("kubeadapter: "+format, args...)
+		c.err = &transport.ConfigError{Err: fmt.Errorf("kubeadapter: "+format, args...)}
 	}
 }
 
@@ -231,14 +231,19 @@ func Wrap(opts ...Option) k8stransport.WrapperFunc {
 		return stack
 	}
 	cl := newCloner(&c)
-	return func(rt http.RoundTripper) http.RoundTripper { return stack(cl.wrap(rt)) }
+	return func(rt http.RoundTripper) http.RoundTripper {
+		if rt == nil {
+			rt = http.DefaultTransport
+		}
+		return stack(cl.wrap(rt))
+	}
 }
 
 func (c *config) stack() k8stransport.WrapperFunc {
 	if c.err != nil {
 		err := c.err
 		return func(rt http.RoundTripper) http.RoundTripper {
-			return &failing{Wrapped: roundtrip.Wrapped{Next: rt}, err: err}
+			return &failing{Wrapped: roundtrip.Wrap(rt), err: err}
 		}
 	}
 	ropts := append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning)}, c.retryOptions...)

@@ -38,9 +38,10 @@
 //	    Requests the retry middleware stopped retrying, by reason:
 //	    "not_retryable", "not_idempotent" (a write that may have reached the
 //	    server was not re-sent), "body_not_rewindable", "attempts",
-//	    "deadline", "canceled" and "budget" (the retry budget refused a
-//	    retry: the server is failing many requests). Budget refusals are
-//	    the series with reason="budget".
+//	    "deadline", "canceled", "budget" (the retry budget refused a
+//	    retry: the server is failing many requests) and "retry_after" (a
+//	    status asked for a wait longer than WithMaxRetryAfter). Budget
+//	    refusals are the series with reason="budget".
 //	kubewire_timeout_exceeded_total{method, phase}
 //	    Budgets that ran out, by where the request was: "headers", "body" or
 //	    "stalled" (a long-running response made no progress).

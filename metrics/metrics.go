@@ -223,6 +223,7 @@ var (
 		retry.ReasonNotRetryable: "not_retryable", retry.ReasonNotIdempotent: "not_idempotent",
 		retry.ReasonBodyNotRewindable: "body_not_rewindable", retry.ReasonAttempts: "attempts",
 		retry.ReasonDeadline: "deadline", retry.ReasonCanceled: "canceled", retry.ReasonBudget: "budget",
+		retry.ReasonRetryAfter: "retry_after",
 	}
 	phaseLabels = []string{timeout.PhaseHeaders: "headers", timeout.PhaseBody: "body", timeout.PhaseStalled: "stalled"}
 )

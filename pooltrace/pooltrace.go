@@ -38,7 +38,7 @@ type config struct {
 
 func (c *config) fail(format string, args ...any) {
 	if c.err == nil {
-		c.err = fmt.Errorf("pooltrace: "+format, args...)
+		c.err = &transport.ConfigError{Err: fmt.Errorf("pooltrace: "+format, args...)}
 	}
 }
 
@@ -99,7 +99,7 @@ func Check(opts ...Option) error {
 func New(opts ...Option) transport.Middleware {
 	c := newConfig(opts)
 	return func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{Wrapped: roundtrip.Wrapped{Next: next}, cfg: c}
+		return &roundTripper{Wrapped: roundtrip.Wrap(next), cfg: c}
 	}
 }
 
@@ -140,6 +140,11 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := httptrace.WithClientTrace(req.Context(), &t.trace)
 
 	resp, err := rt.Next.RoundTrip(req.WithContext(ctx))
+	if err != nil && roundtrip.IsConfigError(err) {
+		// Nothing was attempted: a middleware below was built with
+		// invalid options.
+		return nil, err
+	}
 
 	t.mu.Lock()
 	t.a.Duration = time.Since(t.a.Start)

@@ -64,9 +64,16 @@ func newBudget(ratio, floor float64) *budget {
 	return &budget{ratio: ratio, floor: floor, cap: max(10*floor, 10), tokens: floor, last: time.Now()}
 }
 
+// refill adds the floor's tokens for the time since the last refill. A
+// caller reads the clock before it takes the lock, so now can be before
+// the last refill: that adds nothing, and the clock does not run back.
 func (b *budget) refill(now time.Time) {
+	elapsed := now.Sub(b.last)
+	if elapsed <= 0 {
+		return
+	}
 	if b.floor > 0 {
-		b.tokens += b.floor * now.Sub(b.last).Seconds()
+		b.tokens += b.floor * elapsed.Seconds()
 	}
 	b.last = now
 	b.tokens = min(b.tokens, b.cap)

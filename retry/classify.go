@@ -51,7 +51,7 @@ func Classify(err error) Class {
 	if err == nil {
 		return NotRetryable
 	}
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || isBodyError(err) {
 		return NotRetryable
 	}
 	if isCertificateError(err) {

@@ -22,13 +22,17 @@ type Decision struct {
 	// StatusCode is the status the attempt answered with, zero when Err is
 	// set.
 	StatusCode int
-	// Retry reports whether another attempt follows, after Wait.
+	// Retry reports that another attempt was decided, after Wait. It is
+	// reported before the wait; a caller that gives up during the wait
+	// ends it, and a decision with ReasonCanceled or ReasonDeadline
+	// follows.
 	Retry bool
 	// Wait is the wait before the next attempt; zero when Retry is false.
 	Wait time.Duration
 	// Reason says why retrying stopped, when Retry is false. A status
 	// response given back because no attempt is left is ReasonAttempts; one
 	// given back because the wait would pass the deadline, ReasonDeadline;
-	// because the budget refused, ReasonBudget.
+	// because the budget refused, ReasonBudget; because its Retry-After
+	// is longer than WithMaxRetryAfter allows, ReasonRetryAfter.
 	Reason Reason
 }

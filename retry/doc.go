@@ -19,11 +19,17 @@
 //     cancelled caller, and errors the classifier does not know. Fail closed.
 //
 // A request whose body cannot be rewound (a body and no GetBody) is not
-// retried. Upgrade requests pass through untouched.
+// retried, nor one whose body failed: an error from the caller's own reader
+// is no failure of the connection, and it comes back as a [*BodyError].
+// Upgrade requests pass through untouched, and so does the
+// transport.ConfigError of a middleware below built with invalid options:
+// no attempt was made.
 //
 // HTTP responses pass through untouched by default: client-go handles 429
 // and Retry-After itself, and a second layer would multiply its retries.
-// [WithStatusRetry] turns on status retries for users outside client-go.
+// [WithStatusRetry] turns on status retries for users outside client-go; a
+// Retry-After longer than [WithMaxRetryAfter] (a minute by default) is not
+// waited out, and the status goes back to the caller.
 //
 // # Time and load
 //
@@ -99,7 +105,8 @@
 // # Observing
 //
 // [WithObserver] reports every [Decision]: each retry, with the class of
-// the failure or the status, and the end of retrying with its [Reason].
+// the failure or the status, before its wait, and the end of retrying with
+// its [Reason].
 // Budget refusals are the decisions whose Reason is [ReasonBudget]. A
 // request that succeeds at once reports nothing and costs nothing more.
 //

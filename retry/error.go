@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"time"
 )
 
 // Reason says why retrying stopped.
@@ -28,6 +30,9 @@ const (
 	// ReasonBudget: the retry budget is spent; the server is failing many
 	// requests.
 	ReasonBudget
+	// ReasonRetryAfter: the status asked for a wait longer than
+	// [WithMaxRetryAfter] allows; it went back to the caller.
+	ReasonRetryAfter
 )
 
 func (r Reason) String() string {
@@ -46,6 +51,8 @@ func (r Reason) String() string {
 		return "canceled"
 	case ReasonBudget:
 		return "retry budget exhausted"
+	case ReasonRetryAfter:
+		return "not retried: Retry-After is longer than WithMaxRetryAfter allows"
 	}
 	return fmt.Sprintf("Reason(%d)", int(r))
 }
@@ -58,8 +65,9 @@ type Error struct {
 	Reason   Reason
 	// Class is the classification of the last error.
 	Class Class
-	// Causes holds every attempt's error, in order, and the context's error
-	// if it ended a wait.
+	// Causes holds every attempt's error, in order (a [*StatusError] for an
+	// attempt answered with a status to retry), and the context's error if
+	// it ended a wait.
 	Causes []error
 }
 
@@ -112,3 +120,32 @@ func (e *Error) Timeout() bool {
 
 // Temporary reports false; it exists so that *Error satisfies net.Error.
 func (e *Error) Temporary() bool { return false }
+
+// StatusError is the cause, in [Error], of an attempt that answered with a
+// status [WithStatusRetry] retries: it keeps what the server said when a
+// later attempt, or the wait before it, fails.
+type StatusError struct {
+	StatusCode int
+	// RetryAfter is the wait the server asked for, zero when it asked
+	// for none.
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	s := fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	if e.RetryAfter > 0 {
+		s += fmt.Sprintf(", Retry-After %v", e.RetryAfter)
+	}
+	return s
+}
+
+// BodyError is the error of an attempt whose request body, the caller's
+// reader, failed while it was being sent. The connection did not fail, so
+// it is never retried.
+type BodyError struct {
+	Err error
+}
+
+func (e *BodyError) Error() string { return "request body: " + e.Err.Error() }
+
+func (e *BodyError) Unwrap() error { return e.Err }

@@ -27,7 +27,7 @@ type roundTripper struct {
 }
 
 func newRoundTripper(next http.RoundTripper, c config) *roundTripper {
-	return &roundTripper{Wrapped: roundtrip.Wrapped{Next: next}, cfg: c, traced: roundtrip.TracesConnections(next)}
+	return &roundTripper{Wrapped: roundtrip.Wrap(next), cfg: c, traced: roundtrip.TracesConnections(next)}
 }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -38,6 +38,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if roundtrip.IsUpgrade(req) || (rt.cfg.exempt != nil && rt.cfg.exempt(req)) {
 		return rt.Next.RoundTrip(req)
 	}
+	req = markBody(req)
 	var conn *connTrace
 	if rt.cfg.budget != nil {
 		rt.cfg.budget.deposit()
@@ -50,6 +51,11 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := rt.Next.RoundTrip(req)
 	if err == nil && !rt.retryStatus(req, resp) {
 		return resp, nil
+	}
+	if err != nil && roundtrip.IsConfigError(err) {
+		// A middleware below was built with invalid options: no attempt
+		// was made, and none would succeed.
+		return nil, err
 	}
 	return rt.retry(req, conn, resp, err)
 }
@@ -70,10 +76,11 @@ func (rt *roundTripper) retryStatus(req *http.Request, resp *http.Response) bool
 
 // retry takes over after the first attempt failed with err, or answered
 // with a status to retry in resp. It is the slow path: the state it keeps is
-// per request. Each round makes three decisions, each in a function of its
-// own: whether the attempt may be retried at all (mayRetry), how long to
-// wait (wait), and whether the retry is admitted now, by the deadline and
-// then the budget (admit), in that order on every path.
+// per request. Each round decides whether the attempt may be retried at all
+// (mayRetry), how long to wait (the backoff, or a status's Retry-After),
+// and whether the retry is admitted now, by Retry-After's bound, the
+// deadline and then the budget (admit), in that order on every path. A
+// retry is reported before its wait.
 func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Response, err error) (*http.Response, error) {
 	ctx := req.Context()
 	e := &Error{Method: req.Method}
@@ -83,17 +90,24 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 		e.Attempts = attempt
 		d := Decision{Request: req, Attempt: attempt, Err: err}
 		failedOn, known := rt.failedOn(conn, err)
+		var asked time.Duration // the status's Retry-After, if it has one
+		hasAsked := false
 		if err != nil {
 			e.Causes = append(e.Causes, err)
-			d.Class = rt.cfg.classify(err)
+			d.Class = rt.classify(err)
 			e.Class = d.Class
 		} else {
 			d.StatusCode = resp.StatusCode
+			asked, hasAsked = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			e.Causes = append(e.Causes, &StatusError{StatusCode: resp.StatusCode, RetryAfter: asked})
 		}
 		reason := rt.mayRetry(req, d, rewindable)
 		if reason == 0 {
-			d.Wait = rt.wait(d, resp)
-			reason = rt.admit(ctx, d, failedOn, known, &shared)
+			d.Wait = rt.cfg.backoff(d.Attempt)
+			if hasAsked {
+				d.Wait = asked
+			}
+			reason = rt.admit(ctx, d, hasAsked, failedOn, known, &shared)
 		}
 		if reason != 0 {
 			if err == nil {
@@ -106,11 +120,6 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 		if resp != nil {
 			drain(resp)
 		}
-		rt.log(req, d)
-		if cerr := sleep(ctx, d.Wait); cerr != nil {
-			e.Causes = append(e.Causes, cerr)
-			return nil, rt.stop(e, d, ctxReason(ctx))
-		}
 		next, berr := rewind(req)
 		if berr != nil {
 			e.Causes = append(e.Causes, berr)
@@ -118,6 +127,14 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 		}
 		d.Retry = true
 		rt.observe(d, 0)
+		rt.log(req, d)
+		if cerr := sleep(ctx, d.Wait); cerr != nil {
+			if next != req {
+				roundtrip.CloseRequestBody(next)
+			}
+			e.Causes = append(e.Causes, cerr)
+			return nil, rt.stop(e, d, ctxReason(ctx))
+		}
 		resp, err = rt.Next.RoundTrip(next)
 		if err == nil && !rt.retryStatus(req, resp) {
 			return resp, nil
@@ -150,21 +167,24 @@ func (rt *roundTripper) mayRetry(req *http.Request, d Decision, rewindable bool)
 	return 0
 }
 
-// wait returns the wait before the retry of attempt d: the backoff, or the
-// Retry-After of a status.
-func (rt *roundTripper) wait(d Decision, resp *http.Response) time.Duration {
-	if d.Err == nil {
-		if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			return ra
-		}
+// classify classifies err with the configured classifier, except that a
+// failure of the caller's own request body is never retried, whatever a
+// classifier from WithClassifier says: the connection did not fail.
+func (rt *roundTripper) classify(err error) Class {
+	if isBodyError(err) {
+		return NotRetryable
 	}
-	return rt.cfg.backoff(d.Attempt)
+	return rt.cfg.classify(err)
 }
 
-// admit returns why the retry after d may not happen now, or 0: its wait
-// would end past the context's deadline, or the budget refuses it. The
-// deadline comes first, so a retry that could not run takes no token.
-func (rt *roundTripper) admit(ctx context.Context, d Decision, failedOn connKey, known bool, shared *bool) Reason {
+// admit returns why the retry after d may not happen now, or 0: the
+// status's Retry-After (asked) is longer than WithMaxRetryAfter allows,
+// the wait would end past the context's deadline, or the budget refuses
+// it. The budget comes last, so a retry that could not run takes no token.
+func (rt *roundTripper) admit(ctx context.Context, d Decision, asked bool, failedOn connKey, known bool, shared *bool) Reason {
+	if asked && d.Wait > rt.cfg.maxWait {
+		return ReasonRetryAfter
+	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d.Wait {
 		return ReasonDeadline
 	}
@@ -249,7 +269,7 @@ func (rt *roundTripper) observe(d Decision, reason Reason) {
 		return
 	}
 	if reason != 0 {
-		d.Reason, d.Wait = reason, 0
+		d.Reason, d.Retry, d.Wait = reason, false, 0
 	}
 	rt.cfg.observer(d)
 }
@@ -339,4 +359,41 @@ func (c *connTrace) take() net.Conn {
 	conn := c.conn
 	c.conn = nil
 	return conn
+}
+
+// markBody returns req with its body, and the bodies GetBody returns,
+// marking the caller's read errors as [*BodyError]: an attempt that fails
+// because the caller's reader failed is not retried, and its error says
+// so. req itself is not modified.
+func markBody(req *http.Request) *http.Request {
+	if req.Body == nil || req.Body == http.NoBody {
+		return req
+	}
+	r := *req
+	r.Body = markedBody{req.Body}
+	if get := req.GetBody; get != nil {
+		r.GetBody = func() (io.ReadCloser, error) {
+			b, err := get()
+			if err != nil || b == nil || b == http.NoBody {
+				return b, err
+			}
+			return markedBody{b}, nil
+		}
+	}
+	return &r
+}
+
+type markedBody struct{ io.ReadCloser }
+
+func (b markedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = &BodyError{Err: err}
+	}
+	return n, err
+}
+
+func isBodyError(err error) bool {
+	var be *BodyError
+	return errors.As(err, &be)
 }

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -26,18 +27,23 @@ const (
 	// budget: retries up to 20% of requests, plus 10 retries per second.
 	DefaultBudgetRatio = 0.2
 	DefaultBudgetFloor = 10.0
+	// DefaultMaxRetryAfter is the longest Retry-After that
+	// [WithStatusRetry] waits out by default.
+	DefaultMaxRetryAfter = time.Minute
 )
 
 // Backoff returns the wait before retry n (1 for the first retry).
 type Backoff func(retry int) time.Duration
 
 // FullJitter returns exponential backoff with full jitter: the wait before
-// retry n is uniform in [0, min(max, base*2^(n-1))).
-func FullJitter(base, max time.Duration) Backoff {
+// retry n is uniform in [0, min(limit, base*2^(n-1))). An n below 1 waits
+// as the first retry does.
+func FullJitter(base, limit time.Duration) Backoff {
 	return func(n int) time.Duration {
-		ceil := max
+		n = max(n, 1)
+		ceil := limit
 		if n < 63 {
-			if d := base << (n - 1); d > 0 && d < max {
+			if d := base << (n - 1); d > 0 && d < limit {
 				ceil = d
 			}
 		}
@@ -64,6 +70,7 @@ type config struct {
 	exempt      func(*http.Request) bool
 	budget      *budget
 	status      bool
+	maxWait     time.Duration
 	logger      logr.Logger
 	verbosity   int
 	observer    func(Decision)
@@ -72,7 +79,7 @@ type config struct {
 
 func (c *config) fail(format string, args ...any) {
 	if c.err == nil {
-		c.err = fmt.Errorf("retry: "+format, args...)
+		c.err = &transport.ConfigError{Err: fmt.Errorf("retry: "+format, args...)}
 	}
 }
 
@@ -108,11 +115,23 @@ func WithClassifier(f func(error) Class) Option {
 	})
 }
 
-// WithExempt sets which requests pass through without retries, in addition
-// to upgrade requests, which always do. kubeadapter exempts long-running
-// requests (timeout.LongRunning). A nil f exempts none. Default: none.
+// WithExempt adds requests that pass through without retries: those f
+// reports true for. Upgrade requests always pass through. Exemptions add
+// up: a request is exempt when any f given says so, so a caller's own
+// cannot undo kubeadapter's exemption of long-running requests
+// (timeout.LongRunning). Must not be nil. Default: none.
 func WithExempt(f func(*http.Request) bool) Option {
-	return optionFunc(func(c *config) { c.exempt = f })
+	return optionFunc(func(c *config) {
+		if f == nil {
+			c.fail("WithExempt must not be nil")
+			return
+		}
+		if prev := c.exempt; prev != nil {
+			c.exempt = func(r *http.Request) bool { return prev(r) || f(r) }
+			return
+		}
+		c.exempt = f
+	})
 }
 
 // WithBudget sets the retry budget shared by all requests through this
@@ -123,14 +142,14 @@ func WithExempt(f func(*http.Request) bool) Option {
 // that fails request after request then sees at most about (1+ratio) times
 // the requests, plus the floor. Default:
 // [DefaultBudgetRatio], [DefaultBudgetFloor]. ratio must be in [0, 1] and
-// floorPerSecond not negative.
+// floorPerSecond finite and not negative.
 func WithBudget(ratio, floorPerSecond float64) Option {
 	return optionFunc(func(c *config) {
 		switch {
 		case !(ratio >= 0 && ratio <= 1):
 			c.fail("WithBudget ratio must be between 0 and 1, got %v", ratio)
-		case !(floorPerSecond >= 0):
-			c.fail("WithBudget floorPerSecond must not be negative, got %v", floorPerSecond)
+		case !(floorPerSecond >= 0) || math.IsInf(floorPerSecond, 1):
+			c.fail("WithBudget floorPerSecond must be finite and not negative, got %v", floorPerSecond)
 		default:
 			c.budget = newBudget(ratio, floorPerSecond)
 		}
@@ -144,11 +163,26 @@ func WithoutBudget() Option {
 
 // WithStatusRetry also retries HTTP responses 429, 502, 503 and 504,
 // honouring Retry-After in seconds or as an HTTP date, never waiting past the
-// context deadline. 429 is retried for any method (the server refused it);
-// 502, 503 and 504 only for idempotent requests. Leave it off under
-// client-go, which does this itself. Default: off.
+// context deadline nor [WithMaxRetryAfter]. 429 is retried for any method
+// (the server refused it); 502, 503 and 504 only for idempotent requests.
+// Leave it off under client-go, which does this itself. Default: off.
 func WithStatusRetry() Option {
 	return optionFunc(func(c *config) { c.status = true })
+}
+
+// WithMaxRetryAfter sets the longest Retry-After that [WithStatusRetry]
+// waits out. A status asking for a longer wait is not retried: it goes
+// back to the caller, Retry-After header and all, with
+// [ReasonRetryAfter], rather than hold the request for as long as the
+// server says, up to a day, when the caller set no deadline. Default:
+// [DefaultMaxRetryAfter]. Must be positive.
+func WithMaxRetryAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.maxWait = d
+		if d <= 0 {
+			c.fail("WithMaxRetryAfter must be positive, got %v", d)
+		}
+	})
 }
 
 // WithLogger sets the logger for retries when the request's context carries
@@ -189,6 +223,7 @@ func newConfig(opts []Option) config {
 		backoff:     FullJitter(DefaultBackoffBase, DefaultBackoffMax),
 		classify:    Classify,
 		budget:      newBudget(DefaultBudgetRatio, DefaultBudgetFloor),
+		maxWait:     DefaultMaxRetryAfter,
 		logger:      logr.Discard(),
 	}
 	for _, o := range opts {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -604,8 +605,13 @@ func TestInvalidOptions(t *testing.T) {
 		{retry.WithObserver(nil), "retry: WithObserver must not be nil"},
 		{retry.WithClassifier(nil), "retry: WithClassifier must not be nil"},
 		{retry.WithBudget(1.5, 1), "retry: WithBudget ratio must be between 0 and 1, got 1.5"},
-		{retry.WithBudget(0.2, -1), "retry: WithBudget floorPerSecond must not be negative, got -1"},
+		{retry.WithBudget(0.2, -1), "retry: WithBudget floorPerSecond must be finite and not negative, got -1"},
 		{retry.WithVerbosity(-1), "retry: WithVerbosity must not be negative, got -1"},
+		{retry.WithBudget(0.2, math.Inf(1)), "retry: WithBudget floorPerSecond must be finite and not negative, got +Inf"},
+		{retry.WithBudget(math.NaN(), 1), "retry: WithBudget ratio must be between 0 and 1, got NaN"},
+		{retry.WithBudget(0.2, math.NaN()), "retry: WithBudget floorPerSecond must be finite and not negative, got NaN"},
+		{retry.WithMaxRetryAfter(0), "retry: WithMaxRetryAfter must be positive, got 0s"},
+		{retry.WithExempt(nil), "retry: WithExempt must not be nil"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -1,12 +1,12 @@
 package timeout
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/kubewire/kubewire/internal/hooks"
+	"github.com/kubewire/kubewire/transport"
 )
 
 // Option configures [New].
@@ -26,6 +26,12 @@ type config struct {
 	err         error
 }
 
+func (c *config) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = &transport.ConfigError{Err: fmt.Errorf("timeout: "+format, args...)}
+	}
+}
+
 // WithLongRunning replaces the classifier of long-running requests, which
 // are bounded only until their response headers. A nil func makes no
 // request long-running. Default: [LongRunning].
@@ -42,8 +48,8 @@ func WithLongRunning(f func(*http.Request) bool) Option {
 func WithStallTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		c.stall = d
-		if d <= 0 && c.err == nil {
-			c.err = fmt.Errorf("timeout: WithStallTimeout must be positive, got %v", d)
+		if d <= 0 {
+			c.fail("WithStallTimeout must be positive, got %v", d)
 		}
 	})
 }
@@ -68,9 +74,7 @@ type Exceeded struct {
 func WithObserver(f func(Exceeded)) Option {
 	return optionFunc(func(c *config) {
 		if f == nil {
-			if c.err == nil {
-				c.err = errors.New("timeout: WithObserver must not be nil")
-			}
+			c.fail("WithObserver must not be nil")
 			return
 		}
 		c.observer = hooks.Then(c.observer, f)
@@ -80,7 +84,7 @@ func WithObserver(f func(Exceeded)) Option {
 func newConfig(budget time.Duration, opts []Option) config {
 	c := config{budget: budget, longRunning: LongRunning}
 	if budget <= 0 {
-		c.err = fmt.Errorf("timeout: budget of timeout.New must be positive, got %v", budget)
+		c.fail("budget of timeout.New must be positive, got %v", budget)
 	}
 	for _, o := range opts {
 		if o != nil {

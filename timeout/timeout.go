@@ -24,7 +24,7 @@ import (
 func New(budget time.Duration, opts ...Option) transport.Middleware {
 	c := newConfig(budget, opts)
 	return func(next http.RoundTripper) http.RoundTripper {
-		return &roundTripper{Wrapped: roundtrip.Wrapped{Next: next}, cfg: c}
+		return &roundTripper{Wrapped: roundtrip.Wrap(next), cfg: c}
 	}
 }
 
@@ -46,7 +46,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			return rt.Next.RoundTrip(req)
 		case v.d <= 0:
 			roundtrip.CloseRequestBody(req)
-			return nil, fmt.Errorf("timeout: budget of timeout.ContextWithBudget must be positive, got %v", v.d)
+			return nil, &transport.ConfigError{Err: fmt.Errorf("timeout: budget of timeout.ContextWithBudget must be positive, got %v", v.d)}
 		}
 		budget = v.d
 	}

@@ -39,6 +39,9 @@ const patience = 30 * time.Second
 //     that works both ways (HTTP/1.1 only: HTTP/2 has no 101);
 //   - the RoundTripper implements WrappedRoundTripper, returning what it
 //     wraps, and forwards CloseIdleConnections to it, down to the pool;
+//   - applied to a nil RoundTripper, the middleware sends through
+//     http.DefaultTransport, as http.Client does, instead of panicking
+//     (HTTP/1.1 only: http.DefaultTransport trusts no test certificate);
 //   - all of the above hold when many goroutines share one RoundTripper,
 //     with cancellations, error statuses and bodies closed half read among
 //     them, and every response carries its own request's body.
@@ -55,6 +58,7 @@ func Run(t *testing.T, mw transport.Middleware) {
 	// HTTP/1.1 connection of its own), so there is no HTTP/2 case to run.
 	t.Run("Upgrade", func(t *testing.T) { t.Run("HTTP/1.1", func(t *testing.T) { upgrade(t, mw) }) })
 	t.Run("Wrapper", func(t *testing.T) { wrapper(t, mw) })
+	t.Run("NilNext", func(t *testing.T) { nilNext(t, mw) })
 	t.Run("Concurrent", func(t *testing.T) { concurrent(t, mw) })
 }
 
@@ -317,4 +321,26 @@ func wrapper(t *testing.T, mw transport.Middleware) {
 		require.Eventually(t, closed, patience, time.Millisecond, "CloseIdleConnections did not close the idle connection")
 		assert.Equal(t, calls.Load(), base.closes.Load(), "each CloseIdleConnections must reach the base once")
 	})
+}
+
+func nilNext(t *testing.T, mw transport.Middleware) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	def := http.DefaultTransport.(*http.Transport)
+	defer def.CloseIdleConnections()
+	var rt http.RoundTripper
+	require.NotPanics(t, func() { rt = mw(nil) })
+	assert.True(t, roundtrip.Holds(rt, func(rt http.RoundTripper) bool { return rt == http.DefaultTransport }),
+		"a middleware applied to nil must wrap http.DefaultTransport")
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	var resp *http.Response
+	require.NotPanics(t, func() { resp, err = rt.RoundTrip(req) }, "a middleware applied to nil panicked on its first request")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, "ok", string(b))
 }

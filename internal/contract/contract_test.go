@@ -26,5 +26,5 @@ func (p passThrough) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func TestContract(t *testing.T) {
-	contract.Run(t, func(rt http.RoundTripper) http.RoundTripper { return passThrough{roundtrip.Wrapped{Next: rt}} })
+	contract.Run(t, func(rt http.RoundTripper) http.RoundTripper { return passThrough{roundtrip.Wrap(rt)} })
 }

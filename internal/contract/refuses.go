@@ -30,6 +30,8 @@ func Refuses(t *testing.T, ctx context.Context, mw transport.Middleware, want st
 		_ = resp.Body.Close()
 	}
 	assert.EqualError(t, err, want)
+	var ce *transport.ConfigError
+	assert.ErrorAs(t, err, &ce, "a configuration error is a *transport.ConfigError, so that middleware above passes it on")
 	assert.True(t, body.Closed(), "the request body is closed")
 	assert.Zero(t, hits.Load(), "a request through an invalid configuration reached the server")
 }

@@ -5,8 +5,11 @@
 package roundtrip
 
 import (
+	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/kubewire/kubewire/transport"
 )
 
 // CloseIdleConnections calls CloseIdleConnections on rt if it has that
@@ -40,6 +43,25 @@ func IsUpgrade(req *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// Wrap returns the Wrapped for next: next itself, or http.DefaultTransport
+// when next is nil, as http.Client and otelhttp treat a nil RoundTripper.
+// A middleware applied to nil then works instead of panicking on its first
+// request.
+func Wrap(next http.RoundTripper) Wrapped {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return Wrapped{Next: next}
+}
+
+// IsConfigError reports whether err is, or wraps, a
+// *transport.ConfigError: the request failed in a middleware built with
+// invalid options, before anything was sent.
+func IsConfigError(err error) bool {
+	var ce *transport.ConfigError
+	return errors.As(err, &ce)
 }
 
 // Wrapped is embedded by middleware RoundTrippers. It holds the

@@ -212,7 +212,7 @@ func OpFromContext(ctx context.Context) (string, bool) {
 // request of one operation, is found under its operation in the audit log.
 // Other requests pass unchanged.
 func Stamp(next http.RoundTripper) http.RoundTripper {
-	return &stamp{Wrapped: roundtrip.Wrapped{Next: next}}
+	return &stamp{Wrapped: roundtrip.Wrap(next)}
 }
 
 type stamp struct{ roundtrip.Wrapped }
