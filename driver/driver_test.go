@@ -102,6 +102,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	assert.EqualError(t, err, "driver: WithPageSize must be positive, got 0")
 	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(0)))
 	assert.EqualError(t, err, "kubeadapter: WithTimeout must be positive, got 0s")
+	// kubectl proxy serves plain http: no HTTP/2, so no HTTP/2 health check.
+	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithAdapterOptions(kubeadapter.WithHTTP2Health(time.Second, time.Second)))
+	assert.EqualError(t, err, "kubeadapter: WithHTTP2Health cannot apply: HTTP/2 is off: the server http://127.0.0.1:1 is plain http, which client-go speaks in HTTP/1.1")
 	_, err = driver.New(nil, "gw", []string{"a"})
 	assert.Error(t, err)
 }
@@ -141,6 +144,10 @@ func TestNewReconcilerRejectsBadOptions(t *testing.T) {
 		{le(func(le *driver.LeaderElection) { le.RetryPeriod = -time.Second }), "driver: WithLeaderElection RetryPeriod must be positive, got -1s"},
 		{le(func(le *driver.LeaderElection) { le.LeaseDuration = 10 * time.Second }), "driver: WithLeaderElection LeaseDuration 10s must exceed RenewDeadline 10s"},
 		{le(func(le *driver.LeaderElection) { le.RetryPeriod = 9 * time.Second }), "driver: WithLeaderElection RenewDeadline 10s must exceed 1.2 times RetryPeriod 9s"},
+		{le(func(le *driver.LeaderElection) { le.RetryPeriod = math.MaxInt64 }), "driver: WithLeaderElection RenewDeadline 10s must exceed 1.2 times RetryPeriod 2562047h47m16.854775807s"},
+		{le(func(le *driver.LeaderElection) {
+			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = math.MaxInt64, math.MaxInt64-1, time.Second
+		}), "driver: WithLeaderElection LeaseDuration must be at most 596523h14m7s (a Lease holds it in int32 seconds), got 2562047h47m16.854775807s"},
 		{driver.ReconcilerOptions(driver.WithWorkers(2), nil, driver.WithJitter(0.7)), "driver: WithJitter must be between 0.1 and 0.5, got 0.7"},
 	}
 	for _, tt := range tests {

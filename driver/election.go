@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -57,6 +58,10 @@ func WithLeaderElection(le LeaderElection) ReconcilerOption {
 	})
 }
 
+// maxLeaseDuration is the longest LeaseDuration a Lease can hold: its
+// spec.leaseDurationSeconds is an int32.
+const maxLeaseDuration = math.MaxInt32 * time.Second
+
 // config fills in defaults and checks le; the error names the field and
 // the value.
 func (le LeaderElection) config() (LeaderElection, error) {
@@ -89,7 +94,12 @@ func (le LeaderElection) config() (LeaderElection, error) {
 	if le.LeaseDuration <= le.RenewDeadline {
 		return le, fmt.Errorf("driver: WithLeaderElection LeaseDuration %v must exceed RenewDeadline %v", le.LeaseDuration, le.RenewDeadline)
 	}
-	if le.RenewDeadline <= time.Duration(leaderelection.JitterFactor*float64(le.RetryPeriod)) {
+	if le.LeaseDuration > maxLeaseDuration {
+		return le, fmt.Errorf("driver: WithLeaderElection LeaseDuration must be at most %v (a Lease holds it in int32 seconds), got %v", maxLeaseDuration, le.LeaseDuration)
+	}
+	// In float64: the product overflows a Duration for a RetryPeriod above
+	// about 243 years, and converted back it would wrap negative.
+	if float64(le.RenewDeadline) <= leaderelection.JitterFactor*float64(le.RetryPeriod) {
 		return le, fmt.Errorf("driver: WithLeaderElection RenewDeadline %v must exceed %v times RetryPeriod %v", le.RenewDeadline, leaderelection.JitterFactor, le.RetryPeriod)
 	}
 	return le, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -181,6 +182,7 @@ func TestApplyRejectsBadOptions(t *testing.T) {
 		{kubeadapter.WithRetryOptions(retry.WithMaxAttempts(0)), "kubeadapter: WithRetryOptions: retry: WithMaxAttempts must be at least 1, got 0"},
 		{kubeadapter.WithIdleConnTimeout(0), "kubeadapter: WithIdleConnTimeout must be positive, got 0s"},
 		{kubeadapter.WithObserver(nil), "kubeadapter: WithObserver must not be nil"},
+		{kubeadapter.WithObserver((*pointerObserver)(nil)), "kubeadapter: WithObserver must not be nil, got a nil *kubeadapter_test.pointerObserver"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -196,6 +198,55 @@ func TestApplyRejectsBadOptions(t *testing.T) {
 	}
 	assert.EqualError(t, kubeadapter.Apply(nil), "kubeadapter: Apply: nil *rest.Config")
 	assert.EqualError(t, kubeadapter.Apply(&rest.Config{Timeout: -1}), "kubeadapter: rest.Config.Timeout must not be negative, got -1ns")
+}
+
+// pointerObserver is an Observer with pointer receivers, like
+// metrics.Metrics: a nil one is a typed nil.
+type pointerObserver struct{ n int }
+
+func (o *pointerObserver) ObserveAttempt(pooltrace.Attempt) { o.n++ }
+func (o *pointerObserver) ObserveDecision(retry.Decision)   { o.n++ }
+func (o *pointerObserver) ObserveExceeded(timeout.Exceeded) { o.n++ }
+
+// TestRetryExemptionsAddUp: a user's retry.WithExempt adds to
+// kubeadapter's exemption of long-running requests; it does not replace
+// it. Against a server that refuses connections, a request retried makes
+// retry.DefaultMaxAttempts attempts, an exempt one makes one.
+func TestRetryExemptionsAddUp(t *testing.T) {
+	cfg := &rest.Config{Host: refused(t)}
+	var attempts atomic.Int32
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			attempts.Add(1)
+			return rt.RoundTrip(req)
+		})
+	})
+	healthz := func(r *http.Request) bool { return r.URL.Path == "/healthz" }
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithRetryOptions(retry.WithExempt(healthz), retry.WithBackoff(func(int) time.Duration { return 0 }))))
+	tests := []struct {
+		give string
+		want int32
+	}{
+		{"/api/v1/pods?watch=true", 1},
+		{"/api/v1/namespaces/ns/pods/p/log?follow=true", 1},
+		{"/healthz", 1},
+		{"/api/v1/pods", retry.DefaultMaxAttempts},
+	}
+	for _, tt := range tests {
+		attempts.Store(0)
+		require.Error(t, get(t, cfg, tt.give))
+		assert.Equal(t, tt.want, attempts.Load(), "attempts for %s", tt.give)
+	}
+}
+
+// refused is the URL of a loopback port that refuses connections.
+func refused(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	u := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return u
 }
 
 // TestWatchExempt: a watch outlives the budget; the same watch under a plain

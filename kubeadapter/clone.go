@@ -15,6 +15,8 @@ import (
 	"github.com/go-logr/logr"
 	clientgofeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/rest"
+
+	"github.com/kubewire/kubewire/internal/redact"
 )
 
 // cloning reports whether an option needs the clients' own clone of the
@@ -38,6 +40,11 @@ func (c *config) options() string {
 // cloner.wrap reports the rest.
 func cloneApplies(cfg *rest.Config, c *config) error {
 	prefix := "kubeadapter: " + c.options() + " cannot apply: "
+	if c.http2 {
+		if err := plainHTTP(cfg); err != nil {
+			return fmt.Errorf("%s%w", prefix, err)
+		}
+	}
 	if cfg.Transport != nil {
 		t, ok := cfg.Transport.(*http.Transport)
 		if !ok {
@@ -65,7 +72,25 @@ func cloneApplies(cfg *rest.Config, c *config) error {
 	return nil
 }
 
-// http2Enabled reports whether t will speak HTTP/2 over TLS, by the rules
+// plainHTTP returns why cfg's clients speak HTTP/1.1 whatever the
+// transport: the server's URL is plain http (kubectl proxy serves it), and
+// net/http speaks HTTP/2 without TLS only when the transport asks for it
+// (Protocols.UnencryptedHTTP2). It returns nil otherwise.
+func plainHTTP(cfg *rest.Config) error {
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil || u.Scheme != "http" {
+		// A host client-go cannot parse fails when the client is built,
+		// with client-go's own error.
+		return nil
+	}
+	if t, ok := cfg.Transport.(*http.Transport); ok && t.Protocols != nil && t.Protocols.UnencryptedHTTP2() {
+		return nil
+	}
+	return fmt.Errorf("HTTP/2 is off: the server %s is plain http, which client-go speaks in HTTP/1.1", redact.String(cfg.Host))
+}
+
+// http2Enabled reports whether t will speak HTTP/2 (over TLS, or over plain
+// http when its Protocols say so), by the rules
 // of net/http's Transport.protocols on Go 1.26 and 1.27: Protocols if set
 // (x/net/http2's ConfigureTransports sets it on Go 1.27), else an "h2" entry
 // in TLSNextProto (ConfigureTransports on Go 1.26), else the default, which
@@ -73,7 +98,7 @@ func cloneApplies(cfg *rest.Config, c *config) error {
 func http2Enabled(t *http.Transport) bool {
 	switch {
 	case t.Protocols != nil:
-		return t.Protocols.HTTP2()
+		return t.Protocols.HTTP2() || t.Protocols.UnencryptedHTTP2()
 	case t.TLSNextProto != nil:
 		return t.TLSNextProto["h2"] != nil
 	case t.ForceAttemptHTTP2:

@@ -150,6 +150,21 @@ func TestHTTP2HealthRefuses(t *testing.T) {
 			want: "rest.Config.Transport has HTTP/2 off",
 		},
 		{
+			name: "plain http, as kubectl proxy serves",
+			give: &rest.Config{Host: "http://user:s3cr3tpass@127.0.0.1:8001"},
+			want: "HTTP/2 is off: the server http://user:***@127.0.0.1:8001 is plain http, which client-go speaks in HTTP/1.1",
+		},
+		{
+			name: "a host without a scheme and no TLS settings",
+			give: &rest.Config{Host: "127.0.0.1:8001"},
+			want: "HTTP/2 is off: the server 127.0.0.1:8001 is plain http",
+		},
+		{
+			name: "plain http with an HTTP/2 transport",
+			give: &rest.Config{Host: "http://127.0.0.1:8001", Transport: &http.Transport{ForceAttemptHTTP2: true}},
+			want: "HTTP/2 is off: the server http://127.0.0.1:8001 is plain http",
+		},
+		{
 			name: "transport of another type",
 			give: &rest.Config{Host: "https://127.0.0.1:6443", Transport: roundTripperFunc(nil)},
 			want: "it needs client-go's transport or an *http.Transport, got rest.Config.Transport of type kubeadapter_test.roundTripperFunc",
@@ -163,12 +178,18 @@ func TestHTTP2HealthRefuses(t *testing.T) {
 			err := kubeadapter.Apply(cfg, kubeadapter.WithHTTP2Health(time.Second, time.Second))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "kubeadapter: WithHTTP2Health cannot apply: "+tt.want)
+			assert.NotContains(t, err.Error(), "s3cr3tpass")
 			assert.Nil(t, cfg.WrapTransport, "cfg changed on error")
 			assert.Equal(t, 5*time.Second, cfg.Timeout)
 
 			require.NoError(t, kubeadapter.Apply(cfg), "without WithHTTP2Health the same config is fine")
 		})
 	}
+
+	// net/http speaks HTTP/2 over plain http when the transport asks.
+	h2c := &http.Transport{Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	assert.NoError(t, kubeadapter.Apply(&rest.Config{Host: "http://127.0.0.1:8001", Transport: h2c}, kubeadapter.WithHTTP2Health(time.Second, time.Second)))
 }
 
 // TestIdleConnTimeoutRefuses: WithIdleConnTimeout needs a transport it may
