@@ -20,8 +20,9 @@
 //	DELETE /v1/namespaces/{ns}/sandboxes/{name}        delete
 //	GET    /metrics                                    Prometheus metrics: kubewire's stack, the reconciler, Go runtime, process
 //
-// An error answers with the HTTP status of the driver error's kind and a
-// body {"kind": "...", "error": "..."} whose error is the whole chain.
+// An error answers with the HTTP status of the driver error's kind (413
+// for a request body over 1 MiB) and a body {"kind": "...", "error":
+// "..."} whose error is the whole chain.
 package main
 
 import (
@@ -199,12 +200,9 @@ func newHandler(d *driver.Driver, reg prometheus.Gatherer) http.Handler {
 		respond(w, http.StatusOK, out, err)
 	})
 	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Name        string                     `json:"name"`
-			PodTemplate sandboxv1beta1.PodTemplate `json:"podTemplate"`
-		}
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-			respond(w, 0, nil, &driver.Error{Op: "create", Namespace: r.PathValue("ns"), Kind: driver.KindInvalidArgument, Err: fmt.Errorf("request body: %w", err)})
+		req, err := decodeCreate(r.PathValue("ns"), http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			respond(w, 0, nil, err)
 			return
 		}
 		s, err := d.Create(r.Context(), r.PathValue("ns"), req.Name, driver.CreateSpec{PodTemplate: req.PodTemplate})
@@ -220,9 +218,41 @@ func newHandler(d *driver.Driver, reg prometheus.Gatherer) http.Handler {
 	return mux
 }
 
-// statusFor maps a driver error's kind to an HTTP status.
-func statusFor(k driver.Kind) int {
-	switch k {
+// maxBody is the largest request body the gateway reads: 1 MiB.
+const maxBody = 1 << 20
+
+// createRequest is the body of a create.
+type createRequest struct {
+	Name        string                     `json:"name"`
+	PodTemplate sandboxv1beta1.PodTemplate `json:"podTemplate"`
+}
+
+// decodeCreate reads the body of a create in namespace ns. A body it
+// refuses is an error of kind [driver.KindInvalidArgument]; one cut off by
+// [http.MaxBytesReader] keeps its [*http.MaxBytesError], which
+// [statusOf] answers with 413.
+func decodeCreate(ns string, body io.Reader) (createRequest, error) {
+	var req createRequest
+	if err := json.NewDecoder(body).Decode(&req); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			err = fmt.Errorf("request body is larger than %d bytes (%g MiB): %w", tooLarge.Limit, float64(tooLarge.Limit)/(1<<20), err)
+		} else {
+			err = fmt.Errorf("request body: %w", err)
+		}
+		return createRequest{}, &driver.Error{Op: "create", Namespace: ns, Kind: driver.KindInvalidArgument, Err: err}
+	}
+	return req, nil
+}
+
+// statusOf maps an error to an HTTP status: 413 for a request body over
+// the limit, else by the driver error's kind.
+func statusOf(err error) int {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return http.StatusRequestEntityTooLarge
+	}
+	switch driver.KindOf(err) {
 	case driver.KindNotFound:
 		return http.StatusNotFound
 	case driver.KindAlreadyExists, driver.KindConflict:
@@ -240,9 +270,8 @@ func statusFor(k driver.Kind) int {
 func respond(w http.ResponseWriter, code int, body any, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
-		kind := driver.KindOf(err)
-		w.WriteHeader(statusFor(kind))
-		_ = json.NewEncoder(w).Encode(map[string]string{"kind": kind.String(), "error": err.Error()})
+		w.WriteHeader(statusOf(err))
+		_ = json.NewEncoder(w).Encode(map[string]string{"kind": driver.KindOf(err).String(), "error": err.Error()})
 		return
 	}
 	w.WriteHeader(code)
