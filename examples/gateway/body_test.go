@@ -46,7 +46,10 @@ func gatewayFor(t *testing.T, host string) client {
 	return client{t, srv.URL}
 }
 
-const createPath = "/v1/namespaces/team-a/sandboxes"
+const (
+	createPath = "/v1/namespaces/team-a/sandboxes"
+	template   = `{"spec":{"containers":[{"name":"agent","image":"busybox"}]}}`
+)
 
 // TestCreateBodyTooLarge: a body over the limit is refused with 413 naming
 // the limit, and nothing reaches the API server.
@@ -61,4 +64,45 @@ func TestCreateBodyTooLarge(t *testing.T) {
 	assert.Equal(t, "invalid argument", resp["kind"])
 	assert.Contains(t, resp["error"], "request body is larger than 1048576 bytes (1 MiB)")
 	assert.Zero(t, api.n.Load(), "a refused body reached the API server")
+}
+
+// TestCreateBodyRefused: a body that is not exactly one JSON object of
+// known fields is refused with 400 naming the problem, and nothing reaches
+// the API server; a valid one does reach it.
+func TestCreateBodyRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		give string
+		want string
+	}{
+		{"misspelled field", `{"name":"alpha","podTemplat":` + template + `}`, `unknown field "podTemplat"`},
+		{"unknown field", `{"name":"alpha","podTemplate":` + template + `,"replicas":2}`, `unknown field "replicas"`},
+		{"misspelled nested field", `{"name":"alpha","podTemplate":{"spec":{"containers":[{"name":"agent","image":"busybox","imagePullPolicyy":"Always"}]}}}`, `unknown field "podTemplate.spec.containers[0].imagePullPolicyy"`},
+		{"field in the wrong case", `{"Name":"alpha","podTemplate":` + template + `}`, `unknown field "Name"`},
+		{"duplicate field", `{"name":"alpha","name":"beta","podTemplate":` + template + `}`, `duplicate field "name"`},
+		{"garbage after the object", `{"name":"alpha","podTemplate":` + template + `}garbage`, "after the JSON object"},
+		{"second object", `{"name":"alpha","podTemplate":` + template + `} {"name":"beta"}`, "after the JSON object"},
+		{"not an object", `null`, "not a JSON object"},
+		{"array", `[{"name":"alpha","podTemplate":` + template + `}]`, "not a JSON object"},
+		{"empty", ``, "request body is empty"},
+		{"truncated", `{"name":"alpha","podTemplate":`, "unexpected EOF"},
+		{"wrong type", `{"name":7,"podTemplate":` + template + `}`, "cannot unmarshal number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newCountingAPIServer(t)
+			c := gatewayFor(t, api.URL)
+			code, resp := c.do(http.MethodPost, createPath, tt.give)
+			assert.Equal(t, http.StatusBadRequest, code, resp)
+			assert.Equal(t, "invalid argument", resp["kind"])
+			assert.Contains(t, resp["error"], tt.want)
+			assert.Zero(t, api.n.Load(), "a refused body reached the API server")
+		})
+	}
+	t.Run("valid", func(t *testing.T) {
+		api := newCountingAPIServer(t)
+		c := gatewayFor(t, api.URL)
+		c.do(http.MethodPost, createPath, `{"name":"alpha","podTemplate":`+template+"}\n")
+		assert.NotZero(t, api.n.Load(), "a valid create never reached the API server")
+	})
 }

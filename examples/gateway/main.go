@@ -20,12 +20,18 @@
 //	DELETE /v1/namespaces/{ns}/sandboxes/{name}        delete
 //	GET    /metrics                                    Prometheus metrics: kubewire's stack, the reconciler, Go runtime, process
 //
+// A create's body is one JSON object of those fields, decoded as strictly
+// as the API server's strict field validation would: an unknown,
+// misspelled or repeated field, or anything after the object, is refused
+// with 400 before anything is sent.
+//
 // An error answers with the HTTP status of the driver error's kind (413
 // for a request body over 1 MiB) and a body {"kind": "...", "error":
 // "..."} whose error is the whole chain.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,6 +52,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/tools/clientcmd"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/drivermetrics"
@@ -227,20 +234,60 @@ type createRequest struct {
 	PodTemplate sandboxv1beta1.PodTemplate `json:"podTemplate"`
 }
 
-// decodeCreate reads the body of a create in namespace ns. A body it
-// refuses is an error of kind [driver.KindInvalidArgument]; one cut off by
-// [http.MaxBytesReader] keeps its [*http.MaxBytesError], which
+// decodeCreate reads the body of a create in namespace ns. The body must
+// be one JSON object with only createRequest's fields, each spelled as its
+// tag (case-sensitive, as the API server's strict decoding is) and given
+// once, with nothing but white space after it. A body it refuses is an
+// error of kind [driver.KindInvalidArgument] naming the problem; one cut
+// off by [http.MaxBytesReader] keeps its [*http.MaxBytesError], which
 // [statusOf] answers with 413.
 func decodeCreate(ns string, body io.Reader) (createRequest, error) {
-	var req createRequest
-	if err := json.NewDecoder(body).Decode(&req); err != nil {
+	req, err := decodeStrict(body)
+	if err != nil {
+		return createRequest{}, &driver.Error{Op: "create", Namespace: ns, Kind: driver.KindInvalidArgument, Err: err}
+	}
+	return req, nil
+}
+
+func decodeStrict(body io.Reader) (createRequest, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			err = fmt.Errorf("request body is larger than %d bytes (%g MiB): %w", tooLarge.Limit, float64(tooLarge.Limit)/(1<<20), err)
-		} else {
-			err = fmt.Errorf("request body: %w", err)
+			return createRequest{}, fmt.Errorf("request body is larger than %d bytes (%g MiB): %w", tooLarge.Limit, float64(tooLarge.Limit)/(1<<20), err)
 		}
-		return createRequest{}, &driver.Error{Op: "create", Namespace: ns, Kind: driver.KindInvalidArgument, Err: err}
+		return createRequest{}, fmt.Errorf("reading the request body: %w", err)
+	}
+	switch v := bytes.TrimLeft(b, " \t\r\n"); {
+	case len(v) == 0:
+		return createRequest{}, errors.New("request body is empty: want a JSON object")
+	case v[0] != '{':
+		return createRequest{}, errors.New("request body is not a JSON object")
+	}
+	// Find the object's end first, so that what follows it is reported as
+	// such rather than as a syntax error.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var obj json.RawMessage
+	if err := dec.Decode(&obj); err != nil {
+		return createRequest{}, fmt.Errorf("request body: %w", err)
+	}
+	end := dec.InputOffset()
+	if _, err := dec.Token(); err != io.EOF {
+		return createRequest{}, fmt.Errorf("request body has data after the JSON object, from byte %d", end)
+	}
+	var req createRequest
+	strict, err := kjson.UnmarshalStrict(obj, &req)
+	if err != nil {
+		return createRequest{}, fmt.Errorf("request body: %w", err)
+	}
+	if len(strict) > 0 {
+		// Every unknown or repeated field, on one line.
+		args := make([]any, len(strict))
+		for i, e := range strict {
+			args[i] = e
+		}
+		format := "request body: " + strings.TrimSuffix(strings.Repeat("%w; ", len(strict)), "; ")
+		return createRequest{}, fmt.Errorf(format, args...)
 	}
 	return req, nil
 }
