@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,7 +42,7 @@ func gatewayFor(t *testing.T, host string) client {
 	d, err := driver.New(&rest.Config{Host: host}, "gw", []string{"team-a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(time.Second)))
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
-	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry()))
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), testr.New(t)))
 	t.Cleanup(srv.Close)
 	return client{t, srv.URL}
 }

@@ -27,12 +27,16 @@
 //
 // An error answers with the HTTP status of the driver error's kind (413
 // for a request body over 1 MiB) and a body {"kind": "...", "error":
-// "..."} whose error is the whole chain.
+// "...", "id": "..."}. The error says what failed and, when it is the
+// caller's to fix, why; never where the API server is (no URL, no
+// address). The id, also in the X-Request-Id header, finds the gateway's
+// log line with the whole chain.
 package main
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -50,6 +54,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/clientcmd"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	kjson "sigs.k8s.io/json"
@@ -138,7 +143,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		reconciled <- err
 	}()
-	srv := &http.Server{Addr: *listen, Handler: newHandler(d, reg), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: *listen, Handler: newHandler(d, reg, log), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -189,13 +194,22 @@ func newRegistry() (*prometheus.Registry, *metrics.Metrics, *drivermetrics.Metri
 	return reg, m, rm
 }
 
-func newHandler(d *driver.Driver, reg prometheus.Gatherer) http.Handler {
+// newHandler serves the routes of d, and reg's metrics; it logs each error
+// answer's whole chain on log.
+func newHandler(d *driver.Driver, reg prometheus.Gatherer, log logr.Logger) http.Handler {
+	respond := func(w http.ResponseWriter, r *http.Request, code int, body any, err error) {
+		if err != nil {
+			fail(w, r, log, err)
+			return
+		}
+		reply(w, code, body)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	one := func(f func(context.Context, string, string) (driver.Sandbox, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			s, err := f(r.Context(), r.PathValue("ns"), r.PathValue("name"))
-			respond(w, http.StatusOK, view(s), err)
+			respond(w, r, http.StatusOK, view(s), err)
 		}
 	}
 	mux.HandleFunc("GET /v1/namespaces/{ns}/sandboxes", func(w http.ResponseWriter, r *http.Request) {
@@ -204,23 +218,23 @@ func newHandler(d *driver.Driver, reg prometheus.Gatherer) http.Handler {
 		for _, s := range list {
 			out = append(out, view(s))
 		}
-		respond(w, http.StatusOK, out, err)
+		respond(w, r, http.StatusOK, out, err)
 	})
 	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes", func(w http.ResponseWriter, r *http.Request) {
 		req, err := decodeCreate(r.PathValue("ns"), http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
-			respond(w, 0, nil, err)
+			respond(w, r, 0, nil, err)
 			return
 		}
 		s, err := d.Create(r.Context(), r.PathValue("ns"), req.Name, driver.CreateSpec{PodTemplate: req.PodTemplate})
-		respond(w, http.StatusCreated, view(s), err)
+		respond(w, r, http.StatusCreated, view(s), err)
 	})
 	mux.HandleFunc("GET /v1/namespaces/{ns}/sandboxes/{name}", one(d.Get))
 	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes/{name}/stop", one(d.Stop))
 	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes/{name}/start", one(d.Start))
 	mux.HandleFunc("DELETE /v1/namespaces/{ns}/sandboxes/{name}", func(w http.ResponseWriter, r *http.Request) {
 		err := d.Delete(r.Context(), r.PathValue("ns"), r.PathValue("name"))
-		respond(w, http.StatusNoContent, nil, err)
+		respond(w, r, http.StatusNoContent, nil, err)
 	})
 	return mux
 }
@@ -314,15 +328,52 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-func respond(w http.ResponseWriter, code int, body any, err error) {
+// reply writes body, if any, as JSON with code.
+func reply(w http.ResponseWriter, code int, body any) {
 	w.Header().Set("Content-Type", "application/json")
-	if err != nil {
-		w.WriteHeader(statusOf(err))
-		_ = json.NewEncoder(w).Encode(map[string]string{"kind": driver.KindOf(err).String(), "error": err.Error()})
-		return
-	}
 	w.WriteHeader(code)
 	if body != nil {
 		_ = json.NewEncoder(w).Encode(body)
 	}
+}
+
+// fail answers err with its status and {"kind", "error", "id"}: error is
+// [publicMessage]'s, id a fresh request ID, also in the X-Request-Id
+// header, under which the whole chain is logged. The chain stays in the
+// log because a transport error names the API server's URL and the
+// addresses of its connection, which are no business of an HTTP caller.
+func fail(w http.ResponseWriter, r *http.Request, log logr.Logger, err error) {
+	id := rand.Text()
+	code := statusOf(err)
+	kv := []any{"id", id, "method", r.Method, "path", r.URL.Path, "status", code}
+	if code >= http.StatusInternalServerError {
+		log.Error(err, "request failed", kv...)
+	} else {
+		log.Info("request refused", append(kv, "err", err)...)
+	}
+	w.Header().Set("X-Request-Id", id)
+	reply(w, code, map[string]string{"kind": driver.KindOf(err).String(), "error": publicMessage(err), "id": id})
+}
+
+// publicMessage is what a caller is told of err: the driver's operation,
+// sandbox and kind and, for a kind the caller can act on, the cause, which
+// is then the API server's message to its client or the driver's words
+// about the request. Other causes (a transport error, an API server's 5xx
+// answer, which may quote a proxy's) are left out.
+func publicMessage(err error) string {
+	var de *driver.Error
+	if !errors.As(err, &de) {
+		return "internal error"
+	}
+	head := (&driver.Error{Op: de.Op, Namespace: de.Namespace, Name: de.Name, Kind: de.Kind}).Error()
+	switch de.Kind {
+	case driver.KindNotFound, driver.KindAlreadyExists, driver.KindConflict, driver.KindPrecondition, driver.KindInvalidArgument:
+	default:
+		return head
+	}
+	var status apierrors.APIStatus
+	if errors.As(de.Err, &status) {
+		return head + ": " + status.Status().Message
+	}
+	return de.Error()
 }
