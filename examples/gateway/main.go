@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -143,15 +144,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		reconciled <- err
 	}()
-	srv := &http.Server{Addr: *listen, Handler: newHandler(d, reg, log), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: newHandler(d, reg, log), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	log.Info("serving", "addr", *listen, "namespaces", d.Namespaces())
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	ln, err := net.Listen("tcp", *listen)
+	if err == nil {
+		// The address as bound: with port 0, the one the system chose.
+		log.Info("serving", "addr", ln.Addr().String(), "namespaces", d.Namespaces())
+		err = srv.Serve(ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		cancel()
 		<-reconciled
