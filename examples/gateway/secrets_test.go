@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -113,4 +115,71 @@ func TestRunKeepsCredentialsOut(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, do(http.MethodPost, base+"/alpha/stop", ""))
 	assert.Equal(t, http.StatusServiceUnavailable, do(http.MethodDelete, base+"/alpha", ""))
 	assert.Contains(t, out.String(), "msg=\"request failed\"")
+}
+
+// TestRunBadServerURLKeepsPasswordOut: a kubeconfig the gateway cannot
+// use, its server URL with a password, gives an error without the
+// password: masked as net/http masks it (user:***), where client-go
+// quotes a URL that does not parse.
+func TestRunBadServerURLKeepsPasswordOut(t *testing.T) {
+	const password = "s3cr3tpass"
+	tests := []struct {
+		name string
+		give string // the cluster of the kubeconfig
+		want string
+	}{
+		{"bad port", `{server: "https://kubewire:s3cr3tpass@127.0.0.1:bad"}`,
+			`gateway: driver: host must be a URL or a host:port pair: "https://kubewire:***@127.0.0.1:bad"`},
+		{"bad escape", `{server: "https://kubewire:s3cr3tpass@127.0.0.1:1/x%zz"}`,
+			`gateway: driver: parse "http://https://kubewire:***@127.0.0.1:1/x%zz": invalid URL escape "%zz"`},
+		{"quoted", `{server: "https://kubewire:s3cr3t\"pass@[::1"}`,
+			`gateway: driver: host must be a URL or a host:port pair: "https://kubewire:***@[::1"`},
+		{"no scheme", `{server: "kubewire:s3cr3tpass@127.0.0.1:1/x%zz"}`,
+			`gateway: driver: parse "http://kubewire:***@127.0.0.1:1/x%zz": invalid URL escape "%zz"`},
+		{"missing CA", `{server: "https://kubewire:s3cr3tpass@127.0.0.1:1", certificate-authority: /nonexistent/ca.crt}`,
+			"gateway: loading kubeconfig: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+			require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: `+tt.give+`}]
+users: [{name: u, user: {token: t0ken-9f8e7d6c5b4a}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600))
+			var out strings.Builder
+			assert.NotZero(t, run(context.Background(), []string{"-kubeconfig", kubeconfig, "-once"}, &out))
+			assert.Contains(t, out.String(), tt.want)
+			assert.NotContains(t, out.String(), password)
+			assert.NotContains(t, out.String(), "s3cr3t")
+			assert.NotContains(t, out.String(), "t0ken")
+		})
+	}
+}
+
+func TestMaskPassword(t *testing.T) {
+	tests := []struct {
+		give string
+		want string
+	}{
+		{"https://127.0.0.1:6443", "https://127.0.0.1:6443"},
+		{"https://kubewire@127.0.0.1:6443", "https://kubewire@127.0.0.1:6443"},
+		{"https://kubewire:pw@127.0.0.1:6443/base", "https://kubewire:***@127.0.0.1:6443/base"},
+		{"https://kubewire:@127.0.0.1:6443", "https://kubewire:***@127.0.0.1:6443"},
+		{"https://kubewire:p@w:d@127.0.0.1:6443", "https://kubewire:***@127.0.0.1:6443"},
+		{"https://127.0.0.1:6443/a:b@c", "https://127.0.0.1:6443/a:b@c"},
+		{"https://127.0.0.1:6443?x=a:b@c", "https://127.0.0.1:6443?x=a:b@c"},
+		{"kubewire:pw@127.0.0.1:6443", "kubewire:***@127.0.0.1:6443"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, maskPassword(tt.give), tt.give)
+		if u, err := url.Parse(tt.give); err == nil && strings.Contains(tt.give, "://") {
+			// Redacted masks with "xxxxx"; net/http, in a request's
+			// *url.Error, and maskPassword with "***".
+			assert.Equal(t, strings.Replace(u.Redacted(), ":xxxxx@", ":***@", 1), maskPassword(tt.give), "as url.URL.Redacted masks %s", tt.give)
+		}
+	}
 }
