@@ -20,21 +20,34 @@
 //	DELETE /v1/namespaces/{ns}/sandboxes/{name}        delete
 //	GET    /metrics                                    Prometheus metrics: kubewire's stack, the reconciler, Go runtime, process
 //
-// An error answers with the HTTP status of the driver error's kind and a
-// body {"kind": "...", "error": "..."} whose error is the whole chain.
+// A create's body is one JSON object of those fields, decoded as strictly
+// as the API server's strict field validation would: an unknown,
+// misspelled or repeated field, or anything after the object, is refused
+// with 400 before anything is sent.
+//
+// An error answers with the HTTP status of the driver error's kind (413
+// for a request body over 1 MiB) and a body {"kind": "...", "error":
+// "...", "id": "..."}. The error says what failed and, when it is the
+// caller's to fix, why; never where the API server is (no URL, no
+// address). The id, also in the X-Request-Id header, finds the gateway's
+// log line with the whole chain.
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -43,8 +56,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/clientcmd"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/drivermetrics"
@@ -73,7 +88,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log := logr.FromSlogHandler(slog.NewTextHandler(stderr, nil))
 
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = *kubeconfig
@@ -82,6 +96,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway: loading kubeconfig: %v\n", err)
 		return 1
 	}
+	stderr = redacting{w: stderr, host: cfg.Host}
+	log := logr.FromSlogHandler(slog.NewTextHandler(stderr, nil))
 	reg, m, rm := newRegistry()
 	d, err := driver.New(cfg, *gateway, strings.Split(*namespaces, ","), driver.WithLogger(log),
 		driver.WithAdapterOptions(kubeadapter.WithObserver(m)))
@@ -130,15 +146,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		reconciled <- err
 	}()
-	srv := &http.Server{Addr: *listen, Handler: newHandler(d, reg), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: newHandler(d, reg, log), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	log.Info("serving", "addr", *listen, "namespaces", d.Namespaces())
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	ln, err := net.Listen("tcp", *listen)
+	if err == nil {
+		// The address as bound: with port 0, the one the system chose.
+		log.Info("serving", "addr", ln.Addr().String(), "namespaces", d.Namespaces())
+		err = srv.Serve(ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		cancel()
 		<-reconciled
@@ -149,6 +170,61 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// redacting writes to w with the password of host's userinfo masked
+// wherever host shows: see [redactHost]. net/http masks it in the errors of
+// requests already; this is for the errors that quote the host as
+// configured.
+type redacting struct {
+	w    io.Writer
+	host string
+}
+
+func (r redacting) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, redactHost(string(p), r.host)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// redactHost masks the password of host's userinfo as net/http does in a
+// request's *url.Error (user:***) wherever host appears in s, as is or
+// quoted with %q. It matches strings because the host it guards against
+// need not parse: client-go's rest.DefaultServerURL quotes one that does
+// not in its error ("host must be a URL or a host:port pair: %q"), and so
+// does the *url.Error of url.Parse ("parse %q: ...").
+func redactHost(s, host string) string {
+	masked := maskPassword(host)
+	if masked == host {
+		return s
+	}
+	q, mq := strconv.Quote(host), strconv.Quote(masked)
+	s = strings.ReplaceAll(s, q[1:len(q)-1], mq[1:len(mq)-1])
+	return strings.ReplaceAll(s, host, masked)
+}
+
+// maskPassword replaces the password in host's userinfo with "***",
+// finding it where url.Parse would: in the authority (after "://", up to
+// the first '/', '?' or '#'), before its last '@', after the first ':'.
+func maskPassword(host string) string {
+	start := 0
+	if i := strings.Index(host, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	authority := host[start:]
+	if i := strings.IndexAny(authority, "/?#"); i >= 0 {
+		authority = authority[:i]
+	}
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return host
+	}
+	colon := strings.Index(authority[:at], ":")
+	if colon < 0 {
+		return host
+	}
+	return host[:start+colon+1] + "***" + host[start+at:]
 }
 
 // sandbox is the JSON view of a driver.Sandbox.
@@ -181,13 +257,22 @@ func newRegistry() (*prometheus.Registry, *metrics.Metrics, *drivermetrics.Metri
 	return reg, m, rm
 }
 
-func newHandler(d *driver.Driver, reg prometheus.Gatherer) http.Handler {
+// newHandler serves the routes of d, and reg's metrics; it logs each error
+// answer's whole chain on log.
+func newHandler(d *driver.Driver, reg prometheus.Gatherer, log logr.Logger) http.Handler {
+	respond := func(w http.ResponseWriter, r *http.Request, code int, body any, err error) {
+		if err != nil {
+			fail(w, r, log, err)
+			return
+		}
+		reply(w, code, body)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	one := func(f func(context.Context, string, string) (driver.Sandbox, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			s, err := f(r.Context(), r.PathValue("ns"), r.PathValue("name"))
-			respond(w, http.StatusOK, view(s), err)
+			respond(w, r, http.StatusOK, view(s), err)
 		}
 	}
 	mux.HandleFunc("GET /v1/namespaces/{ns}/sandboxes", func(w http.ResponseWriter, r *http.Request) {
@@ -196,33 +281,102 @@ func newHandler(d *driver.Driver, reg prometheus.Gatherer) http.Handler {
 		for _, s := range list {
 			out = append(out, view(s))
 		}
-		respond(w, http.StatusOK, out, err)
+		respond(w, r, http.StatusOK, out, err)
 	})
 	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Name        string                     `json:"name"`
-			PodTemplate sandboxv1beta1.PodTemplate `json:"podTemplate"`
-		}
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-			respond(w, 0, nil, &driver.Error{Op: "create", Namespace: r.PathValue("ns"), Kind: driver.KindInvalidArgument, Err: fmt.Errorf("request body: %w", err)})
+		req, err := decodeCreate(r.PathValue("ns"), http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			respond(w, r, 0, nil, err)
 			return
 		}
 		s, err := d.Create(r.Context(), r.PathValue("ns"), req.Name, driver.CreateSpec{PodTemplate: req.PodTemplate})
-		respond(w, http.StatusCreated, view(s), err)
+		respond(w, r, http.StatusCreated, view(s), err)
 	})
 	mux.HandleFunc("GET /v1/namespaces/{ns}/sandboxes/{name}", one(d.Get))
 	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes/{name}/stop", one(d.Stop))
 	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes/{name}/start", one(d.Start))
 	mux.HandleFunc("DELETE /v1/namespaces/{ns}/sandboxes/{name}", func(w http.ResponseWriter, r *http.Request) {
 		err := d.Delete(r.Context(), r.PathValue("ns"), r.PathValue("name"))
-		respond(w, http.StatusNoContent, nil, err)
+		respond(w, r, http.StatusNoContent, nil, err)
 	})
 	return mux
 }
 
-// statusFor maps a driver error's kind to an HTTP status.
-func statusFor(k driver.Kind) int {
-	switch k {
+// maxBody is the largest request body the gateway reads: 1 MiB.
+const maxBody = 1 << 20
+
+// createRequest is the body of a create.
+type createRequest struct {
+	Name        string                     `json:"name"`
+	PodTemplate sandboxv1beta1.PodTemplate `json:"podTemplate"`
+}
+
+// decodeCreate reads the body of a create in namespace ns. The body must
+// be one JSON object with only createRequest's fields, each spelled as its
+// tag (case-sensitive, as the API server's strict decoding is) and given
+// once, with nothing but white space after it. A body it refuses is an
+// error of kind [driver.KindInvalidArgument] naming the problem; one cut
+// off by [http.MaxBytesReader] keeps its [*http.MaxBytesError], which
+// [statusOf] answers with 413.
+func decodeCreate(ns string, body io.Reader) (createRequest, error) {
+	req, err := decodeStrict(body)
+	if err != nil {
+		return createRequest{}, &driver.Error{Op: "create", Namespace: ns, Kind: driver.KindInvalidArgument, Err: err}
+	}
+	return req, nil
+}
+
+func decodeStrict(body io.Reader) (createRequest, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return createRequest{}, fmt.Errorf("request body is larger than %d bytes (%g MiB): %w", tooLarge.Limit, float64(tooLarge.Limit)/(1<<20), err)
+		}
+		return createRequest{}, fmt.Errorf("reading the request body: %w", err)
+	}
+	switch v := bytes.TrimLeft(b, " \t\r\n"); {
+	case len(v) == 0:
+		return createRequest{}, errors.New("request body is empty: want a JSON object")
+	case v[0] != '{':
+		return createRequest{}, errors.New("request body is not a JSON object")
+	}
+	// Find the object's end first, so that what follows it is reported as
+	// such rather than as a syntax error.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var obj json.RawMessage
+	if err := dec.Decode(&obj); err != nil {
+		return createRequest{}, fmt.Errorf("request body: %w", err)
+	}
+	end := dec.InputOffset()
+	if _, err := dec.Token(); err != io.EOF {
+		return createRequest{}, fmt.Errorf("request body has data after the JSON object, from byte %d", end)
+	}
+	var req createRequest
+	strict, err := kjson.UnmarshalStrict(obj, &req)
+	if err != nil {
+		return createRequest{}, fmt.Errorf("request body: %w", err)
+	}
+	if len(strict) > 0 {
+		// Every unknown or repeated field, on one line.
+		args := make([]any, len(strict))
+		for i, e := range strict {
+			args[i] = e
+		}
+		format := "request body: " + strings.TrimSuffix(strings.Repeat("%w; ", len(strict)), "; ")
+		return createRequest{}, fmt.Errorf(format, args...)
+	}
+	return req, nil
+}
+
+// statusOf maps an error to an HTTP status: 413 for a request body over
+// the limit, else by the driver error's kind.
+func statusOf(err error) int {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return http.StatusRequestEntityTooLarge
+	}
+	switch driver.KindOf(err) {
 	case driver.KindNotFound:
 		return http.StatusNotFound
 	case driver.KindAlreadyExists, driver.KindConflict:
@@ -237,16 +391,52 @@ func statusFor(k driver.Kind) int {
 	return http.StatusInternalServerError
 }
 
-func respond(w http.ResponseWriter, code int, body any, err error) {
+// reply writes body, if any, as JSON with code.
+func reply(w http.ResponseWriter, code int, body any) {
 	w.Header().Set("Content-Type", "application/json")
-	if err != nil {
-		kind := driver.KindOf(err)
-		w.WriteHeader(statusFor(kind))
-		_ = json.NewEncoder(w).Encode(map[string]string{"kind": kind.String(), "error": err.Error()})
-		return
-	}
 	w.WriteHeader(code)
 	if body != nil {
 		_ = json.NewEncoder(w).Encode(body)
 	}
+}
+
+// fail answers err with its status and {"kind", "error", "id"}: error is
+// [publicMessage]'s, id a fresh request ID, also in the X-Request-Id
+// header, under which the whole chain is logged. The chain stays in the
+// log because a transport error names the API server's URL and the
+// addresses of its connection, which are no business of an HTTP caller.
+func fail(w http.ResponseWriter, r *http.Request, log logr.Logger, err error) {
+	id := rand.Text()
+	code := statusOf(err)
+	kv := []any{"id", id, "method", r.Method, "path", r.URL.Path, "status", code}
+	if code >= http.StatusInternalServerError {
+		log.Error(err, "request failed", kv...)
+	} else {
+		log.Info("request refused", append(kv, "err", err)...)
+	}
+	w.Header().Set("X-Request-Id", id)
+	reply(w, code, map[string]string{"kind": driver.KindOf(err).String(), "error": publicMessage(err), "id": id})
+}
+
+// publicMessage is what a caller is told of err: the driver's operation,
+// sandbox and kind and, for a kind the caller can act on, the cause, which
+// is then the API server's message to its client or the driver's words
+// about the request. Other causes (a transport error, an API server's 5xx
+// answer, which may quote a proxy's) are left out.
+func publicMessage(err error) string {
+	var de *driver.Error
+	if !errors.As(err, &de) {
+		return "internal error"
+	}
+	head := (&driver.Error{Op: de.Op, Namespace: de.Namespace, Name: de.Name, Kind: de.Kind}).Error()
+	switch de.Kind {
+	case driver.KindNotFound, driver.KindAlreadyExists, driver.KindConflict, driver.KindPrecondition, driver.KindInvalidArgument:
+	default:
+		return head
+	}
+	var status apierrors.APIStatus
+	if errors.As(de.Err, &status) {
+		return head + ": " + status.Status().Message
+	}
+	return de.Error()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,7 +75,8 @@ func (c client) waitPhase(path, phase string) {
 
 // TestGatewayEndToEnd drives the gateway's API against a real API server:
 // create, stop and start (agent-sandbox's own controller acts, a fake
-// kubelet runs the pod), delete, and errors that carry their kind and their whole chain.
+// kubelet runs the pod), delete, and errors that carry their kind, the
+// driver's or the API server's words and an id.
 func TestGatewayEndToEnd(t *testing.T) {
 	cfg := env.Config(t)
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -85,7 +89,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	d, err := driver.New(cfg, "gw-e2e", []string{ns.Name})
 	require.NoError(t, err)
 	defer d.Close()
-	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry()))
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), testr.New(t)))
 	defer srv.Close()
 	c := client{t, srv.URL}
 	base := "/v1/namespaces/" + ns.Name + "/sandboxes"
@@ -121,7 +125,8 @@ func TestGatewayEndToEnd(t *testing.T) {
 	code, body = c.do(http.MethodGet, base+"/alpha", "")
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Equal(t, "not found", body["kind"])
-	assert.Contains(t, body["error"], fmt.Sprintf("driver: get sandbox %s/alpha: not found: sandboxes.agents.x-k8s.io \"alpha\" not found", ns.Name))
+	assert.Equal(t, fmt.Sprintf("driver: get sandbox %s/alpha: not found: sandboxes.agents.x-k8s.io \"alpha\" not found", ns.Name), body["error"])
+	assert.NotEmpty(t, body["id"])
 
 	code, body = c.do(http.MethodPost, base, `{"name":"Not_A_Label"}`)
 	assert.Equal(t, http.StatusBadRequest, code)
@@ -131,25 +136,84 @@ func TestGatewayEndToEnd(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, body["error"], "request body")
 
+	code, body = c.do(http.MethodPost, base, `{"name":"beta","podTemplate":{"spec":{"containers":[{"name":"agent","image":"busybox"}]}},"replicas":2}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body["error"], `unknown field "replicas"`)
+	code, _ = c.do(http.MethodGet, base+"/beta", "")
+	assert.Equal(t, http.StatusNotFound, code, "a refused create made a sandbox")
+
 	code, body = c.do(http.MethodGet, "/v1/namespaces/elsewhere/sandboxes", "")
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, body["error"], `unknown namespace "elsewhere"`)
 }
 
-// TestGatewayUnavailable: an API server that cannot be reached gives 503
-// with the whole chain, down to the connection and the refused dial.
-func TestGatewayUnavailable(t *testing.T) {
-	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
-	d, err := driver.New(cfg, "gw", []string{"team-a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(time.Second)))
-	require.NoError(t, err)
-	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry()))
-	defer srv.Close()
-	code, body := client{t, srv.URL}.do(http.MethodPost, "/v1/namespaces/team-a/sandboxes/alpha/stop", "")
-	assert.Equal(t, http.StatusServiceUnavailable, code)
-	assert.Equal(t, "unavailable", body["kind"])
-	msg, _ := body["error"].(string)
-	for _, want := range []string{"driver: stop sandbox team-a/alpha: unavailable", "retry: GET failed after 3 attempts", "before a connection was established", "connection refused"} {
-		assert.Contains(t, msg, want)
+// TestGatewayErrorsHideAddresses: when the API server cannot be reached
+// or answers with an error, the caller gets the kind, a message without
+// the API server's URL or any address, and an id; the gateway's log line
+// with that id has the whole chain, down to the connection.
+func TestGatewayErrorsHideAddresses(t *testing.T) {
+	// An API server behind a proxy that cannot reach it answers 500 with
+	// the proxy's error, internal address and all.
+	erroring := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "proxy: dial tcp 10.96.0.12:6443: i/o timeout", http.StatusInternalServerError)
+	}))
+	defer erroring.Close()
+	tests := []struct {
+		name      string
+		give      string
+		wantCode  int
+		wantKind  string
+		wantChain []string
+	}{
+		{
+			name: "unreachable", give: "http://127.0.0.1:1", wantCode: http.StatusServiceUnavailable, wantKind: "unavailable",
+			wantChain: []string{"driver: stop sandbox team-a/alpha: unavailable", "retry: GET failed after 3 attempts", "before a connection was established", "http://127.0.0.1:1/apis/agents.x-k8s.io/v1beta1", "dial tcp 127.0.0.1:1", "connection refused"},
+		},
+		{
+			name: "erroring", give: erroring.URL, wantCode: http.StatusInternalServerError, wantKind: "internal",
+			wantChain: []string{"driver: stop sandbox team-a/alpha: internal", "probing agents.x-k8s.io/v1beta1", "proxy: dial tcp 10.96.0.12:6443: i/o timeout"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs syncBuffer
+			log := logr.FromSlogHandler(slog.NewTextHandler(&logs, nil))
+			d, err := driver.New(&rest.Config{Host: tt.give}, "gw", []string{"team-a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(time.Second)))
+			require.NoError(t, err)
+			defer d.Close()
+			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), log))
+			defer srv.Close()
+
+			resp, err := http.Post(srv.URL+"/v1/namespaces/team-a/sandboxes/alpha/stop", "", nil)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			body := string(b)
+			assert.Equal(t, tt.wantCode, resp.StatusCode, body)
+			for _, leak := range []string{"127.0.0.1", "10.96.0.12", "http://", "https://", ":1/", ":6443", strings.TrimPrefix(tt.give, "http://")} {
+				assert.NotContains(t, body, leak)
+			}
+			assert.NotRegexp(t, `\d+\.\d+\.\d+\.\d+|:\d`, body, "an address")
+
+			var got struct{ Kind, Error, ID string }
+			require.NoError(t, json.Unmarshal(b, &got), body)
+			assert.Equal(t, tt.wantKind, got.Kind)
+			assert.Equal(t, tt.wantChain[0], got.Error)
+			require.NotEmpty(t, got.ID, body)
+			assert.Equal(t, got.ID, resp.Header.Get("X-Request-Id"))
+
+			var line string
+			for l := range strings.Lines(logs.String()) {
+				if strings.Contains(l, "id="+got.ID) {
+					line = l
+				}
+			}
+			require.NotEmpty(t, line, "no log line has id %s:\n%s", got.ID, logs.String())
+			for _, want := range tt.wantChain {
+				assert.Contains(t, line, want)
+			}
+		})
 	}
 }
 
@@ -161,7 +225,7 @@ func TestGatewayMetrics(t *testing.T) {
 	d, err := driver.New(cfg, "gw-metrics", []string{"default"}, driver.WithAdapterOptions(kubeadapter.WithObserver(m)))
 	require.NoError(t, err)
 	defer d.Close()
-	srv := httptest.NewServer(newHandler(d, reg))
+	srv := httptest.NewServer(newHandler(d, reg, testr.New(t)))
 	defer srv.Close()
 	c := client{t, srv.URL}
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -84,7 +85,7 @@ func soakGateway(wrap ...func(http.RoundTripper) http.RoundTripper) soak.Gateway
 		done := make(chan error, 1)
 		go func() { done <- rec.Run(ctx) }()
 		require.Eventually(t, rec.Synced, 30*time.Second, 10*time.Millisecond, "the reconciler's caches never synced")
-		return newHandler(d, prometheus.NewRegistry()), func() {
+		return newHandler(d, prometheus.NewRegistry(), logr.Discard()), func() {
 			cancel()
 			assert.ErrorIs(t, <-done, context.Canceled)
 			d.Close()
