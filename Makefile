@@ -62,6 +62,7 @@ bench: envtest agentsandbox
 	hack/benchratio.sh ./bench Kubewire KubewireMetrics
 	hack/benchratio.sh ./bench OverheadBare OverheadTimeout OverheadPooltrace OverheadStack -n 8
 	hack/benchratio.sh ./bench RetryBaseline Retry
+	hack/benchratio.sh ./bench RetryPutBaseline RetryPut
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) hack/benchratio.sh ./kubeadapter ClientGoBare ClientGoApplied
 	hack/benchratio.sh ./bench RecoveryClientGo RecoveryKubewire -n 5
 	$(GO) test -run '^$$' -bench IdleEdge -benchtime 3x ./bench

@@ -47,7 +47,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -63,6 +62,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/drivermetrics"
+	"github.com/kubewire/kubewire/internal/redact"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/metrics"
 )
@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway: loading kubeconfig: %v\n", err)
 		return 1
 	}
-	stderr = redacting{w: stderr, host: cfg.Host}
+	stderr = redact.Writer{W: stderr, Host: cfg.Host}
 	log := logr.FromSlogHandler(slog.NewTextHandler(stderr, nil))
 	reg, m, rm := newRegistry()
 	d, err := driver.New(cfg, *gateway, strings.Split(*namespaces, ","), driver.WithLogger(log),
@@ -170,61 +170,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// redacting writes to w with the password of host's userinfo masked
-// wherever host shows: see [redactHost]. net/http masks it in the errors of
-// requests already; this is for the errors that quote the host as
-// configured.
-type redacting struct {
-	w    io.Writer
-	host string
-}
-
-func (r redacting) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(r.w, redactHost(string(p), r.host)); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// redactHost masks the password of host's userinfo as net/http does in a
-// request's *url.Error (user:***) wherever host appears in s, as is or
-// quoted with %q. It matches strings because the host it guards against
-// need not parse: client-go's rest.DefaultServerURL quotes one that does
-// not in its error ("host must be a URL or a host:port pair: %q"), and so
-// does the *url.Error of url.Parse ("parse %q: ...").
-func redactHost(s, host string) string {
-	masked := maskPassword(host)
-	if masked == host {
-		return s
-	}
-	q, mq := strconv.Quote(host), strconv.Quote(masked)
-	s = strings.ReplaceAll(s, q[1:len(q)-1], mq[1:len(mq)-1])
-	return strings.ReplaceAll(s, host, masked)
-}
-
-// maskPassword replaces the password in host's userinfo with "***",
-// finding it where url.Parse would: in the authority (after "://", up to
-// the first '/', '?' or '#'), before its last '@', after the first ':'.
-func maskPassword(host string) string {
-	start := 0
-	if i := strings.Index(host, "://"); i >= 0 {
-		start = i + len("://")
-	}
-	authority := host[start:]
-	if i := strings.IndexAny(authority, "/?#"); i >= 0 {
-		authority = authority[:i]
-	}
-	at := strings.LastIndex(authority, "@")
-	if at < 0 {
-		return host
-	}
-	colon := strings.Index(authority[:at], ":")
-	if colon < 0 {
-		return host
-	}
-	return host[:start+colon+1] + "***" + host[start+at:]
 }
 
 // sandbox is the JSON view of a driver.Sandbox.

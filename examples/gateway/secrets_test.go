@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -156,30 +155,5 @@ current-context: c
 			assert.NotContains(t, out.String(), "s3cr3t")
 			assert.NotContains(t, out.String(), "t0ken")
 		})
-	}
-}
-
-func TestMaskPassword(t *testing.T) {
-	tests := []struct {
-		give string
-		want string
-	}{
-		{"https://127.0.0.1:6443", "https://127.0.0.1:6443"},
-		{"https://kubewire@127.0.0.1:6443", "https://kubewire@127.0.0.1:6443"},
-		{"https://kubewire:pw@127.0.0.1:6443/base", "https://kubewire:***@127.0.0.1:6443/base"},
-		{"https://kubewire:@127.0.0.1:6443", "https://kubewire:***@127.0.0.1:6443"},
-		{"https://kubewire:p@w:d@127.0.0.1:6443", "https://kubewire:***@127.0.0.1:6443"},
-		{"https://127.0.0.1:6443/a:b@c", "https://127.0.0.1:6443/a:b@c"},
-		{"https://127.0.0.1:6443?x=a:b@c", "https://127.0.0.1:6443?x=a:b@c"},
-		{"kubewire:pw@127.0.0.1:6443", "kubewire:***@127.0.0.1:6443"},
-		{"", ""},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, maskPassword(tt.give), tt.give)
-		if u, err := url.Parse(tt.give); err == nil && strings.Contains(tt.give, "://") {
-			// Redacted masks with "xxxxx"; net/http, in a request's
-			// *url.Error, and maskPassword with "***".
-			assert.Equal(t, strings.Replace(u.Redacted(), ":xxxxx@", ":***@", 1), maskPassword(tt.give), "as url.URL.Redacted masks %s", tt.give)
-		}
 	}
 }

@@ -1,39 +1,64 @@
-// Package redact masks the password in a URL before it is printed, logged
-// or put in an error, as net/http does for the URL in its *url.Error
-// ("user:***@host").
+// Package redact masks the password of a URL's userinfo before the URL is
+// printed, logged or put in an error, as net/http does in the *url.Error of
+// a request ("user:***@host").
 package redact
 
 import (
-	"net/url"
+	"io"
+	"strconv"
 	"strings"
 )
 
-// URL returns u as a string with its password, if any, masked.
-func URL(u *url.URL) string {
-	if u == nil {
-		return ""
-	}
-	if _, ok := u.User.Password(); ok {
-		// net/http's stripPassword, for its *url.Error.
-		return strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1)
-	}
-	return u.String()
-}
-
-// String masks the password in s, a URL or a bare host[:port] as
-// rest.Config.Host may hold it. What does not parse as a URL with a scheme
-// has everything before its last '@' masked.
-func String(s string) string {
-	if u, err := url.Parse(s); err == nil && strings.Contains(s, "://") {
-		return URL(u)
-	}
-	at := strings.LastIndex(s, "@")
-	if at < 0 {
-		return s
-	}
+// String replaces the password in the userinfo of host, a URL or a bare
+// host[:port] as rest.Config.Host may hold it, with "***". It finds the
+// password where url.Parse would (in the authority: after "://", up to the
+// first '/', '?' or '#'; before its last '@'; after the first ':'), but
+// needs no parse: the hosts it guards against need not be valid URLs.
+func String(host string) string {
 	start := 0
-	if i := strings.Index(s, "://"); i >= 0 && i < at {
+	if i := strings.Index(host, "://"); i >= 0 {
 		start = i + len("://")
 	}
-	return s[:start] + "***@" + s[at+1:]
+	authority := host[start:]
+	if i := strings.IndexAny(authority, "/?#"); i >= 0 {
+		authority = authority[:i]
+	}
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return host
+	}
+	colon := strings.Index(authority[:at], ":")
+	if colon < 0 {
+		return host
+	}
+	return host[:start+colon+1] + "***" + host[start+at:]
+}
+
+// In masks the password of host wherever host appears in s, as is or
+// quoted with %q. It matches strings because errors quote a host that does
+// not parse: client-go's rest.DefaultServerURL ("host must be a URL or a
+// host:port pair: %q"), and the *url.Error of url.Parse ("parse %q: ...").
+func In(s, host string) string {
+	masked := String(host)
+	if masked == host {
+		return s
+	}
+	q, mq := strconv.Quote(host), strconv.Quote(masked)
+	s = strings.ReplaceAll(s, q[1:len(q)-1], mq[1:len(mq)-1])
+	return strings.ReplaceAll(s, host, masked)
+}
+
+// Writer writes to W with the password of Host masked ([In]) in every
+// write. A write that splits the host in two is not masked, so give it
+// whole lines, as a logger or fmt.Fprintf does.
+type Writer struct {
+	W    io.Writer
+	Host string
+}
+
+func (r Writer) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.W, In(string(p), r.Host)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
