@@ -22,7 +22,12 @@ func servers(b *testing.B) []testserver.Server {
 }
 
 func roundTrip(b *testing.B, rt http.RoundTripper, ctx context.Context, u string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	send(b, rt, ctx, http.MethodGet, u, nil)
+}
+
+// send sends one request through rt and reads its answer.
+func send(b *testing.B, rt http.RoundTripper, ctx context.Context, method, u string, body io.Reader) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		b.Fatal(err)
 	}

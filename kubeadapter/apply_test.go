@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/internal/contract"
+	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
@@ -213,7 +213,7 @@ func (o *pointerObserver) ObserveExceeded(timeout.Exceeded) { o.n++ }
 // it. Against a server that refuses connections, a request retried makes
 // retry.DefaultMaxAttempts attempts, an exempt one makes one.
 func TestRetryExemptionsAddUp(t *testing.T) {
-	cfg := &rest.Config{Host: refused(t)}
+	cfg := &rest.Config{Host: testserver.RefusedURL(t)}
 	var attempts atomic.Int32
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
@@ -237,16 +237,6 @@ func TestRetryExemptionsAddUp(t *testing.T) {
 		require.Error(t, get(t, cfg, tt.give))
 		assert.Equal(t, tt.want, attempts.Load(), "attempts for %s", tt.give)
 	}
-}
-
-// refused is the URL of a loopback port that refuses connections.
-func refused(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	u := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return u
 }
 
 // TestWatchExempt: a watch outlives the budget; the same watch under a plain

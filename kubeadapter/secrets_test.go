@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
@@ -65,7 +66,7 @@ func TestNoSecretsInOutput(t *testing.T) {
 		},
 		Exceeded: func(e timeout.Exceeded) { capture("exceeded %v %v %v", e.Phase, e.Limit, e.Elapsed) },
 	}
-	for _, host := range []string{srv.URL, refused(t)} {
+	for _, host := range []string{srv.URL, testserver.RefusedURL(t)} {
 		cfg := &rest.Config{
 			Host:        strings.Replace(host, "http://", "http://user:"+password+"@", 1),
 			BearerToken: token,

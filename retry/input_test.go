@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -50,17 +49,6 @@ func (c *countingBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(req)
 }
 
-// refusedURL is a loopback address that refuses connections: a retryable
-// failure for any method.
-func refusedURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return "http://" + addr
-}
-
 // TestExemptionsAddUp: every WithExempt given exempts its requests, as
 // observers add up; a later one does not undo an earlier one (kubeadapter
 // exempts long-running requests and appends the user's options).
@@ -73,7 +61,7 @@ func TestExemptionsAddUp(t *testing.T) {
 		return func(r *http.Request) bool { return r.URL.Path == p }
 	}
 	rt := retry.New(retry.WithBackoff(noWait), retry.WithExempt(byPath("/a")), retry.WithExempt(byPath("/b")))(cb)
-	u := refusedURL(t)
+	u := testserver.RefusedURL(t)
 	tests := []struct {
 		give string
 		want int32
@@ -113,7 +101,7 @@ func TestConfigErrorBelow(t *testing.T) {
 				pooltrace.New(pooltrace.WithObserver(func(pooltrace.Attempt) { attempted.Add(1) })),
 				tt.mw,
 			)(http.DefaultTransport)
-			req, err := http.NewRequestWithContext(tt.ctx, http.MethodGet, refusedURL(t), nil)
+			req, err := http.NewRequestWithContext(tt.ctx, http.MethodGet, testserver.RefusedURL(t), nil)
 			require.NoError(t, err)
 			resp, err := rt.RoundTrip(req)
 			require.Nil(t, resp)

@@ -27,6 +27,21 @@ type Server struct {
 	Base *http.Transport
 }
 
+// RefusedURL returns the http URL of a loopback port that nothing listens
+// on: a dial to it is refused, a failure retryable for any method.
+func RefusedURL(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u := "http://" + ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return u
+}
+
 // Pair starts h over HTTP/1.1 and over HTTP/2 and stops both, and closes
 // the transports' idle connections, when tb ends.
 func Pair(tb testing.TB, h http.Handler) []Server {
