@@ -80,7 +80,7 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a cluster to probe (default: $KUBECONFIG; with neither, a built-in local server)")
 	kcontext := fs.String("context", "", "kubeconfig context")
-	budget := fs.Duration("timeout", 2*time.Second, "kubewire's per-request budget")
+	budget := fs.Duration("timeout", 2*time.Second, "kubewire's per-request budget, and the longest either client may wait for one answer")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	latency := fs.Duration("latency", 300*time.Millisecond, "local server only: how long it takes to answer")
 	lbIdle := fs.Duration("lb-idle", time.Second, "local server only: a load balancer in front of it drops flows idle longer than this")
@@ -139,8 +139,12 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var kw *prober
 		kw, err = newProber("kubewire", cfg, *budget)
 		if err == nil {
-			err = sweep(ctx, &rep, []*prober{bare, kw}, gaps, stderr)
+			err = sweep(ctx, &rep, []*prober{bare, kw}, gaps, *budget, stderr)
 		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "kubewire probe: interrupted")
+		return exitInterrupted
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kubewire probe: %v\n", oneLine(err))
@@ -156,6 +160,10 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	printReport(stdout, rep)
 	return 0
 }
+
+// exitInterrupted is the status of a probe stopped by SIGINT: 128 + 2, as
+// shells report a process that SIGINT killed.
+const exitInterrupted = 130
 
 // oneLine keeps an error message on one line.
 func oneLine(err error) string {
@@ -247,10 +255,15 @@ func newProber(name string, cfg *rest.Config, budget time.Duration) (*prober, er
 }
 
 // measure warms the pool with GET /version, waits gap, lists namespaces
-// and reports what happened to that list.
-func (p *prober) measure(ctx context.Context, gap time.Duration) (row, error) {
+// and reports what happened to that list. Each request may take at most
+// limit.
+func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, error) {
 	r := row{Client: p.name, Gap: gap.String(), GapSeconds: gap.Seconds()}
-	if _, err := p.cs.Discovery().ServerVersion(); err != nil {
+	err := within(ctx, limit, func(ctx context.Context) error {
+		_, err := p.cs.Discovery().ServerVersionWithContext(ctx)
+		return err
+	})
+	if err != nil {
 		return r, fmt.Errorf("%s cannot reach the API server: %w", p.name, err)
 	}
 	select {
@@ -262,8 +275,14 @@ func (p *prober) measure(ctx context.Context, gap time.Duration) (row, error) {
 	p.attempts = nil
 	p.mu.Unlock()
 	start := time.Now()
-	_, err := p.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
+	err = within(ctx, limit, func(ctx context.Context) error {
+		_, err := p.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	})
 	elapsed := time.Since(start)
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
 	r.Latency = elapsed.Round(time.Millisecond).String()
 	if p.budget > 0 {
 		r.BudgetLeft = (p.budget - elapsed).Round(time.Millisecond).String()
@@ -291,7 +310,22 @@ func (p *prober) measure(ctx context.Context, gap time.Duration) (row, error) {
 	return r, nil
 }
 
-func sweep(ctx context.Context, rep *report, probers []*prober, gaps []time.Duration, progress io.Writer) error {
+// within runs req with a context that ends after limit. The probe is a
+// diagnostic for clusters that may not answer at all: it must end whatever
+// the server does, and stock client-go has no deadline of its own. The
+// deadline travels in the context, so the clients' transports, which are
+// what the probe measures, stay as they are.
+func within(ctx context.Context, limit time.Duration, req func(context.Context) error) error {
+	rctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err := req(rctx)
+	if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within the %v -timeout: %w", limit, err)
+	}
+	return err
+}
+
+func sweep(ctx context.Context, rep *report, probers []*prober, gaps []time.Duration, limit time.Duration, progress io.Writer) error {
 	for i, gap := range gaps {
 		fmt.Fprintf(progress, "\rprobing: idle gap %v (%d of %d)...   ", gap, i+1, len(gaps))
 		rows := make([]row, len(probers))
@@ -301,10 +335,14 @@ func sweep(ctx context.Context, rep *report, probers []*prober, gaps []time.Dura
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rows[j], errs[j] = p.measure(ctx, gap)
+				rows[j], errs[j] = p.measure(ctx, gap, limit)
 			}()
 		}
 		wg.Wait()
+		if ctx.Err() != nil {
+			fmt.Fprintln(progress)
+			return ctx.Err()
+		}
 		if err := errors.Join(errs...); err != nil {
 			fmt.Fprintln(progress)
 			return err
