@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -123,7 +124,7 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig}
 		c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kcontext}).ClientConfig()
 		if err != nil {
-			fmt.Fprintf(stderr, "kubewire probe: loading kubeconfig %s: %v\n", *kubeconfig, oneLine(err))
+			fmt.Fprintf(stderr, "kubewire probe: loading kubeconfig %s: %v\n", *kubeconfig, message(err))
 			return 1
 		}
 		cfg = c
@@ -132,7 +133,7 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			gaps = gapsFlag{0, 5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second, 90 * time.Second}
 		}
 	}
-	rep.Server = cfg.Host
+	rep.Server = redact(cfg.Host)
 
 	bare, err := newProber("client-go", cfg, 0)
 	if err == nil {
@@ -147,7 +148,7 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitInterrupted
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "kubewire probe: %v\n", oneLine(err))
+		fmt.Fprintf(stderr, "kubewire probe: %v\n", message(err))
 		return 1
 	}
 	rep.Summary = summarize(rep.Rows)
@@ -165,9 +166,23 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // shells report a process that SIGINT killed.
 const exitInterrupted = 130
 
-// oneLine keeps an error message on one line.
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
+// message is the text of err as the probe prints it: on one line, with the
+// password of any URL in it masked.
+func message(err error) string {
+	return redact(strings.Join(strings.Fields(err.Error()), " "))
+}
+
+// urlPassword matches the password of a URL, and of a host without a scheme
+// at the start of the text as rest.Config.Host may be: scheme://user:password@.
+// A password ends at the last "@" of the authority, as net/url reads it.
+var urlPassword = regexp.MustCompile(`(^|://)([^/?#@:\s"']*):[^/?#\s"']*@`)
+
+// redact masks the password of every URL in s as net/http masks it in its
+// errors (stripPassword in net/http/client.go): user:***@host. A kubeconfig
+// may hold the server's password in its URL, and net/http masks it only in
+// the errors of its own client.
+func redact(s string) string {
+	return urlPassword.ReplaceAllString(s, "${1}${2}:***@")
 }
 
 // newLocalServer imitates an API server behind a load balancer: answers
@@ -301,7 +316,7 @@ func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, er
 	}
 	switch {
 	case err != nil:
-		r.Outcome, r.Error = "error", oneLine(err)
+		r.Outcome, r.Error = "error", message(err)
 	case len(attempts) > 1 || (len(attempts) == 1 && len(attempts[0].Earlier) > 0):
 		r.Outcome = "re-sent"
 	default:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
@@ -68,12 +69,13 @@ func newBlackHole(t *testing.T) *blackHole {
 	return b
 }
 
-// writeKubeconfig writes a kubeconfig for server, with token as the
-// user's bearer token if it is set, and returns its path.
-func writeKubeconfig(t *testing.T, server, token string) string {
+// writeKubeconfig writes a kubeconfig for cluster, with token as the
+// user's bearer token if it is set, and returns its path. clientcmd gives
+// the token only to a server on TLS.
+func writeKubeconfig(t *testing.T, cluster *clientcmdapi.Cluster, token string) string {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: server}
+	kc.Clusters["test"] = cluster
 	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: token}
 	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
 	kc.CurrentContext = "test"
@@ -130,7 +132,7 @@ func TestProbeBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("KUBECONFIG", "")
-			path := writeKubeconfig(t, tt.server(t), "")
+			path := writeKubeconfig(t, &clientcmdapi.Cluster{Server: tt.server(t)}, "")
 			const timeout = time.Second
 			limit := time.Duration(len(tt.gaps)+2) * timeout
 			args := []string{"probe", "-kubeconfig", path, "-gaps", strings.Join(tt.gaps, ","), "-timeout", timeout.String(), "-json"}
@@ -162,7 +164,7 @@ func TestProbeInterrupt(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	bh := newBlackHole(t)
-	path := writeKubeconfig(t, "http://"+bh.Addr, "")
+	path := writeKubeconfig(t, &clientcmdapi.Cluster{Server: "http://" + bh.Addr}, "")
 
 	cmd := exec.Command(bin, "probe", "-kubeconfig", path, "-gaps", "0s", "-timeout", "10m")
 	cmd.Env = append(os.Environ(), "KUBECONFIG=")
@@ -204,4 +206,152 @@ func TestProbeInterrupt(t *testing.T) {
 	require.True(t, errors.As(waitErr, &exit), "exit: %v", waitErr)
 	assert.Equal(t, 130, exit.ExitCode(), stderr.String())
 	assert.Contains(t, stderr.String(), "kubewire probe: interrupted")
+}
+
+// fakeAPI is a TLS server that answers the probe's two requests when they
+// carry the credentials the kubeconfig gives: basic auth from userinfo in
+// the server URL, or a bearer token.
+func fakeAPI(t *testing.T, user, password, token string) *clientcmdapi.Cluster {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token != "" {
+			assert.Equal(t, "Bearer "+token, r.Header.Get("Authorization"))
+		} else {
+			u, p, ok := r.BasicAuth()
+			assert.True(t, ok && u == user && p == password, "basic auth from the URL: %q", r.Header.Get("Authorization"))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/version":
+			_, _ = io.WriteString(w, `{"major":"1","minor":"37"}`)
+		case "/api/v1/namespaces":
+			_, _ = io.WriteString(w, `{"kind":"NamespaceList","apiVersion":"v1","metadata":{},"items":[]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	server := srv.URL
+	if user != "" {
+		server = strings.Replace(server, "://", "://"+user+":"+password+"@", 1)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	return &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+}
+
+// refused returns the address of a loopback port nothing listens on.
+func refused(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// TestProbeRedacts: the credentials in a kubeconfig appear nowhere in what
+// the probe prints, report or error, text or JSON; a password in the
+// server URL is masked as net/http masks it.
+func TestProbeRedacts(t *testing.T) {
+	const (
+		password = "s3cr3tpass"
+		token    = "t0ken-9f8e7d6c5b4a"
+	)
+	cluster := func(server string) *clientcmdapi.Cluster { return &clientcmdapi.Cluster{Server: server} }
+	tests := []struct {
+		name    string
+		cluster func(t *testing.T) *clientcmdapi.Cluster
+		token   string
+		code    int
+		want    string
+	}{
+		{
+			name:    "password, server answers",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return fakeAPI(t, "user", password, "") },
+			want:    "https://user:***@127.0.0.1:",
+		},
+		{
+			name:    "password, invalid URL",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return cluster("http://user:" + password + "@127.0.0.1:bad") },
+			code:    1,
+			want:    "http://user:***@127.0.0.1:bad",
+		},
+		{
+			name:    "password, invalid URL, no scheme",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return cluster("user:" + password + "@127.0.0.1:bad") },
+			code:    1,
+			want:    "user:***@127.0.0.1:bad",
+		},
+		{
+			name:    "password, connection refused",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return cluster("http://user:" + password + "@" + refused(t)) },
+			code:    1,
+			want:    "http://user:***@127.0.0.1:",
+		},
+		{
+			name: "password, no answer",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster {
+				return cluster("http://user:" + password + "@" + newBlackHole(t).Addr)
+			},
+			code: 1,
+			want: "http://user:***@127.0.0.1:",
+		},
+		{
+			name:    "token, server answers",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return fakeAPI(t, "", "", token) },
+			token:   token,
+			want:    "https://127.0.0.1:",
+		},
+		{
+			name:    "token, no answer",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return cluster("https://" + newBlackHole(t).Addr) },
+			token:   token,
+			code:    1,
+			want:    "https://127.0.0.1:",
+		},
+	}
+	for _, tt := range tests {
+		for _, format := range []string{"text", "json"} {
+			t.Run(tt.name+", "+format, func(t *testing.T) {
+				t.Setenv("KUBECONFIG", "")
+				path := writeKubeconfig(t, tt.cluster(t), tt.token)
+				args := []string{"probe", "-kubeconfig", path, "-gaps", "0s", "-timeout", "500ms"}
+				if format == "json" {
+					args = append(args, "-json")
+				}
+				var out strings.Builder
+				code := run(context.Background(), args, &out, &out)
+				got := out.String()
+				assert.Equal(t, tt.code, code, got)
+				assert.NotContains(t, got, password)
+				assert.NotContains(t, got, token)
+				assert.Contains(t, got, tt.want, "the server is named")
+			})
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	tests := []struct {
+		give, want string
+	}{
+		{"https://user:s3cr3t@127.0.0.1:6443", "https://user:***@127.0.0.1:6443"},
+		{"https://user:s3cr3t@127.0.0.1:6443/prefix", "https://user:***@127.0.0.1:6443/prefix"},
+		{"user:s3cr3t@127.0.0.1:6443", "user:***@127.0.0.1:6443"},
+		{"https://user:s3c@r3t@127.0.0.1:6443", "https://user:***@127.0.0.1:6443"},
+		{"https://user:@127.0.0.1:6443", "https://user:***@127.0.0.1:6443"},
+		{"https://:s3cr3t@127.0.0.1:6443", "https://:***@127.0.0.1:6443"},
+		{`parse "http://user:s3cr3t@127.0.0.1:bad": invalid port ":bad" after host`, `parse "http://user:***@127.0.0.1:bad": invalid port ":bad" after host`},
+		{`Get "http://user:***@127.0.0.1:1/version": connection refused`, `Get "http://user:***@127.0.0.1:1/version": connection refused`},
+		{"https://a:1@h:1 and https://b:2@h:2", "https://a:***@h:1 and https://b:***@h:2"},
+		// Nothing to mask: no password, or no userinfo.
+		{"https://user@127.0.0.1:6443", "https://user@127.0.0.1:6443"},
+		{"https://127.0.0.1:6443", "https://127.0.0.1:6443"},
+		{"127.0.0.1:6443", "127.0.0.1:6443"},
+		{"[::1]:6443", "[::1]:6443"},
+		{"dial tcp 127.0.0.1:1: connect: connection refused", "dial tcp 127.0.0.1:1: connect: connection refused"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, redact(tt.give), tt.give)
+	}
 }
