@@ -148,7 +148,7 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitInterrupted
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "kubewire probe: %v\n", message(err))
+		printErrors(stderr, err)
 		return 1
 	}
 	rep.Summary = summarize(rep.Rows)
@@ -165,6 +165,19 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // exitInterrupted is the status of a probe stopped by SIGINT: 128 + 2, as
 // shells report a process that SIGINT killed.
 const exitInterrupted = 130
+
+// printErrors prints err on a line of its own, or each error it joins on a
+// line of its own: the two probers fail side by side, and their errors on
+// one line run together.
+func printErrors(w io.Writer, err error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, err := range errs {
+		fmt.Fprintf(w, "kubewire probe: %s\n", message(err))
+	}
+}
 
 // message is the text of err as the probe prints it: on one line, with the
 // password of any URL in it masked.

@@ -103,7 +103,7 @@ func TestProbeBounded(t *testing.T) {
 			code:   1,
 			want: []string{
 				"kubewire probe: client-go cannot reach the API server: no answer within the 1s -timeout:",
-				"kubewire cannot reach the API server:",
+				"kubewire probe: kubewire cannot reach the API server:",
 			},
 		},
 		{
