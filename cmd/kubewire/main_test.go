@@ -130,7 +130,7 @@ func TestProbeErrors(t *testing.T) {
 	}{
 		{"no command", nil, "", 2, []string{"usage: kubewire <command>"}},
 		{"unknown command", []string{"frobnicate"}, "", 2, []string{`kubewire: unknown command "frobnicate"`}},
-		{"bad flag", []string{"probe", "-nope"}, "", 2, []string{"flag provided but not defined: -nope"}},
+		{"bad flag", []string{"probe", "-nope"}, "", 2, []string{"flag provided but not defined: -nope", "usage: kubewire probe [flags]"}},
 		{"bad gaps", []string{"probe", "-gaps", "1s,soon"}, "", 2, []string{`gap "soon" is not a non-negative duration`}},
 		{"bad timeout", []string{"probe", "-timeout", "0s"}, "", 2, []string{"kubewire probe: -timeout must be positive, got 0s"}},
 		{"extra argument", []string{"probe", "now"}, "", 2, []string{`kubewire probe: unexpected argument "now"`}},
@@ -170,6 +170,30 @@ func TestProbeErrors(t *testing.T) {
 			if len(errs) > 1 {
 				assert.Equal(t, len(errs), strings.Count(errOut.String(), "cannot reach"), "one error a line: %q", errOut.String())
 			}
+		})
+	}
+}
+
+// TestHelp: asked for, the usage goes to stdout and the command succeeds,
+// as Go's commands do.
+func TestHelp(t *testing.T) {
+	tests := []struct {
+		give []string
+		want string
+	}{
+		{[]string{"-h"}, "usage: kubewire <command>"},
+		{[]string{"help"}, "usage: kubewire <command>"},
+		{[]string{"probe", "-h"}, "-timeout duration"},
+		{[]string{"probe", "-help"}, "-timeout duration"},
+		{[]string{"probe", "--help"}, "-timeout duration"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.give, " "), func(t *testing.T) {
+			var out, errOut strings.Builder
+			code := run(context.Background(), tt.give, &out, &errOut)
+			assert.Equal(t, 0, code)
+			assert.Contains(t, out.String(), tt.want)
+			assert.Empty(t, errOut.String())
 		})
 	}
 }

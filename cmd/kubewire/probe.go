@@ -78,7 +78,10 @@ func (g *gapsFlag) Set(v string) error {
 
 func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("kubewire probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: kubewire probe [flags]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a cluster to probe (default: $KUBECONFIG; with neither, a built-in local server)")
 	kcontext := fs.String("context", "", "kubeconfig context")
 	budget := fs.Duration("timeout", 2*time.Second, "kubewire's per-request budget, and the longest either client may wait for one answer")
@@ -87,7 +90,19 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	lbIdle := fs.Duration("lb-idle", time.Second, "local server only: a load balancer in front of it drops flows idle longer than this")
 	gaps := gapsFlag{}
 	fs.Var(&gaps, "gaps", "comma-separated idle gaps (default 0s,500ms,900ms,1.5s,2.5s locally; 0s,5s,15s,30s,60s,90s against a cluster)")
-	if err := fs.Parse(args); err != nil {
+	// Help asked for goes to stdout and succeeds, as `kubewire -h` does; a
+	// mistake goes to stderr. The flag package would print both to one
+	// writer.
+	fs.SetOutput(io.Discard)
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
+	case err != nil:
+		fs.SetOutput(stderr)
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
 		return 2
 	}
 	if fs.NArg() > 0 {
