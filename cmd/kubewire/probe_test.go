@@ -90,17 +90,19 @@ func writeKubeconfig(t *testing.T, cluster *clientcmdapi.Cluster, token string) 
 // run side by side.
 func TestProbeBounded(t *testing.T) {
 	tests := []struct {
-		name   string
-		server func(t *testing.T) string
-		gaps   []string
-		code   int
-		want   []string
+		name    string
+		server  func(t *testing.T) string
+		gaps    []string
+		timeout time.Duration
+		code    int
+		want    []string
 	}{
 		{
-			name:   "black hole",
-			server: func(t *testing.T) string { return "http://" + newBlackHole(t).Addr },
-			gaps:   []string{"0s", "1s"},
-			code:   1,
+			name:    "black hole",
+			server:  func(t *testing.T) string { return "http://" + newBlackHole(t).Addr },
+			gaps:    []string{"0s", "1s"},
+			timeout: time.Second,
+			code:    1,
 			want: []string{
 				"kubewire probe: client-go cannot reach the API server: no answer within the 1s -timeout:",
 				"kubewire probe: kubewire cannot reach the API server:",
@@ -125,17 +127,18 @@ func TestProbeBounded(t *testing.T) {
 				return srv.URL
 			},
 			gaps: []string{"0s"},
-			code: 0,
-			want: []string{`"outcome": "error"`, "no answer within the 1s -timeout"},
+			// Room for the warm-up to succeed on a loaded machine.
+			timeout: 2 * time.Second,
+			code:    0,
+			want:    []string{`"outcome": "error"`, "no answer within the 2s -timeout"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("KUBECONFIG", "")
 			path := writeKubeconfig(t, &clientcmdapi.Cluster{Server: tt.server(t)}, "")
-			const timeout = time.Second
-			limit := time.Duration(len(tt.gaps)+2) * timeout
-			args := []string{"probe", "-kubeconfig", path, "-gaps", strings.Join(tt.gaps, ","), "-timeout", timeout.String(), "-json"}
+			limit := time.Duration(len(tt.gaps)+2) * tt.timeout
+			args := []string{"probe", "-kubeconfig", path, "-gaps", strings.Join(tt.gaps, ","), "-timeout", tt.timeout.String(), "-json"}
 			var out, errOut strings.Builder
 			done := make(chan int, 1)
 			start := time.Now()
@@ -144,9 +147,9 @@ func TestProbeBounded(t *testing.T) {
 			select {
 			case code = <-done:
 			case <-time.After(limit):
-				t.Fatalf("kubewire %s: still running after %v, (%d gaps + 2) × -timeout %v", strings.Join(args, " "), limit, len(tt.gaps), timeout)
+				t.Fatalf("kubewire %s: still running after %v, (%d gaps + 2) × -timeout %v", strings.Join(args, " "), limit, len(tt.gaps), tt.timeout)
 			}
-			t.Logf("exited %d after %v with -timeout %v", code, time.Since(start).Round(time.Millisecond), timeout)
+			t.Logf("exited %d after %v with -timeout %v", code, time.Since(start).Round(time.Millisecond), tt.timeout)
 			assert.Equal(t, tt.code, code, errOut.String())
 			for _, want := range tt.want {
 				assert.Contains(t, out.String()+errOut.String(), want)
@@ -315,7 +318,14 @@ func TestProbeRedacts(t *testing.T) {
 			t.Run(tt.name+", "+format, func(t *testing.T) {
 				t.Setenv("KUBECONFIG", "")
 				path := writeKubeconfig(t, tt.cluster(t), tt.token)
-				args := []string{"probe", "-kubeconfig", path, "-gaps", "0s", "-timeout", "500ms"}
+				// Room for a server that answers on a loaded machine (a TLS
+				// handshake under -race took over 500ms); a short wait for
+				// one that does not.
+				timeout := "10s"
+				if tt.code != 0 {
+					timeout = "500ms"
+				}
+				args := []string{"probe", "-kubeconfig", path, "-gaps", "0s", "-timeout", timeout}
 				if format == "json" {
 					args = append(args, "-json")
 				}
