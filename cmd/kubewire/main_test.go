@@ -124,16 +124,21 @@ func TestProbeErrors(t *testing.T) {
 		args []string
 		env  string
 		code int
-		want string
+		// want is in stderr; the wants that start with "kubewire probe:"
+		// are, in order, its last lines.
+		want []string
 	}{
-		{"no command", nil, "", 2, "usage: kubewire <command>"},
-		{"unknown command", []string{"frobnicate"}, "", 2, `kubewire: unknown command "frobnicate"`},
-		{"bad flag", []string{"probe", "-nope"}, "", 2, "flag provided but not defined: -nope"},
-		{"bad gaps", []string{"probe", "-gaps", "1s,soon"}, "", 2, `gap "soon" is not a non-negative duration`},
-		{"bad timeout", []string{"probe", "-timeout", "0s"}, "", 2, "kubewire probe: -timeout must be positive, got 0s"},
-		{"extra argument", []string{"probe", "now"}, "", 2, `kubewire probe: unexpected argument "now"`},
-		{"missing kubeconfig", []string{"probe", "-kubeconfig", "testdata/none.yaml"}, "", 1, "kubewire probe: loading kubeconfig testdata/none.yaml:"},
-		{"unreachable cluster", []string{"probe", "-gaps", "0s", "-timeout", "500ms"}, "../../examples/restconfig/testdata/unreachable.yaml", 1, "kubewire probe: client-go cannot reach the API server:"},
+		{"no command", nil, "", 2, []string{"usage: kubewire <command>"}},
+		{"unknown command", []string{"frobnicate"}, "", 2, []string{`kubewire: unknown command "frobnicate"`}},
+		{"bad flag", []string{"probe", "-nope"}, "", 2, []string{"flag provided but not defined: -nope", "usage: kubewire probe [flags]"}},
+		{"bad gaps", []string{"probe", "-gaps", "1s,soon"}, "", 2, []string{`gap "soon" is not a non-negative duration`}},
+		{"bad timeout", []string{"probe", "-timeout", "0s"}, "", 2, []string{"kubewire probe: -timeout must be positive, got 0s"}},
+		{"extra argument", []string{"probe", "now"}, "", 2, []string{`kubewire probe: unexpected argument "now"`}},
+		{"missing kubeconfig", []string{"probe", "-kubeconfig", "testdata/none.yaml"}, "", 1, []string{"kubewire probe: loading kubeconfig testdata/none.yaml:"}},
+		{"unreachable cluster", []string{"probe", "-gaps", "0s", "-timeout", "500ms"}, "../../examples/restconfig/testdata/unreachable.yaml", 1, []string{
+			"kubewire probe: client-go cannot reach the API server:",
+			"kubewire probe: kubewire cannot reach the API server:",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,16 +146,54 @@ func TestProbeErrors(t *testing.T) {
 			var out, errOut strings.Builder
 			code := run(context.Background(), tt.args, &out, &errOut)
 			assert.Equal(t, tt.code, code)
-			assert.Contains(t, errOut.String(), tt.want)
 			assert.NotContains(t, errOut.String(), "goroutine ", "no stack trace")
-			if strings.HasPrefix(tt.want, "kubewire probe:") {
-				// The error is printed on one line, the last: an error that
-				// spans lines (errors.Join, client-go's aggregates) would
-				// leave its tail on a line of its own.
-				lines := strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n")
-				assert.True(t, strings.HasPrefix(lines[len(lines)-1], tt.want), "the error is one line, the last: %q", errOut.String())
-				assert.Equal(t, 1, strings.Count(errOut.String(), "kubewire probe:"), errOut.String())
+			var errs []string
+			for _, want := range tt.want {
+				assert.Contains(t, errOut.String(), want)
+				if strings.HasPrefix(want, "kubewire probe:") {
+					errs = append(errs, want)
+				}
 			}
+			if len(errs) == 0 {
+				return
+			}
+			// Each error is printed on one line of its own, at the end: an
+			// error that spans lines (errors.Join, client-go's aggregates)
+			// would leave its tail on a line of its own, and two errors on
+			// one line run together.
+			lines := strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n")
+			require.GreaterOrEqual(t, len(lines), len(errs), errOut.String())
+			for i, line := range lines[len(lines)-len(errs):] {
+				assert.True(t, strings.HasPrefix(line, errs[i]), "line %d from the end is error %d: %q", len(errs)-i, i+1, errOut.String())
+			}
+			assert.Equal(t, len(errs), strings.Count(errOut.String(), "kubewire probe:"), errOut.String())
+			if len(errs) > 1 {
+				assert.Equal(t, len(errs), strings.Count(errOut.String(), "cannot reach"), "one error a line: %q", errOut.String())
+			}
+		})
+	}
+}
+
+// TestHelp: asked for, the usage goes to stdout and the command succeeds,
+// as Go's commands do.
+func TestHelp(t *testing.T) {
+	tests := []struct {
+		give []string
+		want string
+	}{
+		{[]string{"-h"}, "usage: kubewire <command>"},
+		{[]string{"help"}, "usage: kubewire <command>"},
+		{[]string{"probe", "-h"}, "-timeout duration"},
+		{[]string{"probe", "-help"}, "-timeout duration"},
+		{[]string{"probe", "--help"}, "-timeout duration"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.give, " "), func(t *testing.T) {
+			var out, errOut strings.Builder
+			code := run(context.Background(), tt.give, &out, &errOut)
+			assert.Equal(t, 0, code)
+			assert.Contains(t, out.String(), tt.want)
+			assert.Empty(t, errOut.String())
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -77,16 +78,31 @@ func (g *gapsFlag) Set(v string) error {
 
 func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("kubewire probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: kubewire probe [flags]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a cluster to probe (default: $KUBECONFIG; with neither, a built-in local server)")
 	kcontext := fs.String("context", "", "kubeconfig context")
-	budget := fs.Duration("timeout", 2*time.Second, "kubewire's per-request budget")
+	budget := fs.Duration("timeout", 2*time.Second, "kubewire's per-request budget, and the longest either client may wait for one answer")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	latency := fs.Duration("latency", 300*time.Millisecond, "local server only: how long it takes to answer")
 	lbIdle := fs.Duration("lb-idle", time.Second, "local server only: a load balancer in front of it drops flows idle longer than this")
 	gaps := gapsFlag{}
 	fs.Var(&gaps, "gaps", "comma-separated idle gaps (default 0s,500ms,900ms,1.5s,2.5s locally; 0s,5s,15s,30s,60s,90s against a cluster)")
-	if err := fs.Parse(args); err != nil {
+	// Help asked for goes to stdout and succeeds, as `kubewire -h` does; a
+	// mistake goes to stderr. The flag package would print both to one
+	// writer.
+	fs.SetOutput(io.Discard)
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
+	case err != nil:
+		fs.SetOutput(stderr)
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -123,7 +139,7 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig}
 		c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kcontext}).ClientConfig()
 		if err != nil {
-			fmt.Fprintf(stderr, "kubewire probe: loading kubeconfig %s: %v\n", *kubeconfig, oneLine(err))
+			fmt.Fprintf(stderr, "kubewire probe: loading kubeconfig %s: %v\n", *kubeconfig, message(err))
 			return 1
 		}
 		cfg = c
@@ -132,18 +148,22 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			gaps = gapsFlag{0, 5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second, 90 * time.Second}
 		}
 	}
-	rep.Server = cfg.Host
+	rep.Server = redact(cfg.Host)
 
 	bare, err := newProber("client-go", cfg, 0)
 	if err == nil {
 		var kw *prober
 		kw, err = newProber("kubewire", cfg, *budget)
 		if err == nil {
-			err = sweep(ctx, &rep, []*prober{bare, kw}, gaps, stderr)
+			err = sweep(ctx, &rep, []*prober{bare, kw}, gaps, *budget, stderr)
 		}
 	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "kubewire probe: interrupted")
+		return exitInterrupted
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "kubewire probe: %v\n", oneLine(err))
+		printErrors(stderr, err)
 		return 1
 	}
 	rep.Summary = summarize(rep.Rows)
@@ -157,9 +177,40 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// oneLine keeps an error message on one line.
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
+// exitInterrupted is the status of a probe stopped by SIGINT: 128 + 2, as
+// shells report a process that SIGINT killed.
+const exitInterrupted = 130
+
+// printErrors prints err on a line of its own, or each error it joins on a
+// line of its own: the two probers fail side by side, and their errors on
+// one line run together.
+func printErrors(w io.Writer, err error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, err := range errs {
+		fmt.Fprintf(w, "kubewire probe: %s\n", message(err))
+	}
+}
+
+// message is the text of err as the probe prints it: on one line, with the
+// password of any URL in it masked.
+func message(err error) string {
+	return redact(strings.Join(strings.Fields(err.Error()), " "))
+}
+
+// urlPassword matches the password of a URL, and of a host without a scheme
+// at the start of the text as rest.Config.Host may be: scheme://user:password@.
+// A password ends at the last "@" of the authority, as net/url reads it.
+var urlPassword = regexp.MustCompile(`(^|://)([^/?#@:\s"']*):[^/?#\s"']*@`)
+
+// redact masks the password of every URL in s as net/http masks it in its
+// errors (stripPassword in net/http/client.go): user:***@host. A kubeconfig
+// may hold the server's password in its URL, and net/http masks it only in
+// the errors of its own client.
+func redact(s string) string {
+	return urlPassword.ReplaceAllString(s, "${1}${2}:***@")
 }
 
 // newLocalServer imitates an API server behind a load balancer: answers
@@ -247,10 +298,15 @@ func newProber(name string, cfg *rest.Config, budget time.Duration) (*prober, er
 }
 
 // measure warms the pool with GET /version, waits gap, lists namespaces
-// and reports what happened to that list.
-func (p *prober) measure(ctx context.Context, gap time.Duration) (row, error) {
+// and reports what happened to that list. Each request may take at most
+// limit.
+func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, error) {
 	r := row{Client: p.name, Gap: gap.String(), GapSeconds: gap.Seconds()}
-	if _, err := p.cs.Discovery().ServerVersion(); err != nil {
+	err := within(ctx, limit, func(ctx context.Context) error {
+		_, err := p.cs.Discovery().ServerVersionWithContext(ctx)
+		return err
+	})
+	if err != nil {
 		return r, fmt.Errorf("%s cannot reach the API server: %w", p.name, err)
 	}
 	select {
@@ -262,8 +318,14 @@ func (p *prober) measure(ctx context.Context, gap time.Duration) (row, error) {
 	p.attempts = nil
 	p.mu.Unlock()
 	start := time.Now()
-	_, err := p.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
+	err = within(ctx, limit, func(ctx context.Context) error {
+		_, err := p.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	})
 	elapsed := time.Since(start)
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
 	r.Latency = elapsed.Round(time.Millisecond).String()
 	if p.budget > 0 {
 		r.BudgetLeft = (p.budget - elapsed).Round(time.Millisecond).String()
@@ -282,7 +344,7 @@ func (p *prober) measure(ctx context.Context, gap time.Duration) (row, error) {
 	}
 	switch {
 	case err != nil:
-		r.Outcome, r.Error = "error", oneLine(err)
+		r.Outcome, r.Error = "error", message(err)
 	case len(attempts) > 1 || (len(attempts) == 1 && len(attempts[0].Earlier) > 0):
 		r.Outcome = "re-sent"
 	default:
@@ -291,7 +353,22 @@ func (p *prober) measure(ctx context.Context, gap time.Duration) (row, error) {
 	return r, nil
 }
 
-func sweep(ctx context.Context, rep *report, probers []*prober, gaps []time.Duration, progress io.Writer) error {
+// within runs req with a context that ends after limit. The probe is a
+// diagnostic for clusters that may not answer at all: it must end whatever
+// the server does, and stock client-go has no deadline of its own. The
+// deadline travels in the context, so the clients' transports, which are
+// what the probe measures, stay as they are.
+func within(ctx context.Context, limit time.Duration, req func(context.Context) error) error {
+	rctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err := req(rctx)
+	if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within the %v -timeout: %w", limit, err)
+	}
+	return err
+}
+
+func sweep(ctx context.Context, rep *report, probers []*prober, gaps []time.Duration, limit time.Duration, progress io.Writer) error {
 	for i, gap := range gaps {
 		fmt.Fprintf(progress, "\rprobing: idle gap %v (%d of %d)...   ", gap, i+1, len(gaps))
 		rows := make([]row, len(probers))
@@ -301,10 +378,14 @@ func sweep(ctx context.Context, rep *report, probers []*prober, gaps []time.Dura
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rows[j], errs[j] = p.measure(ctx, gap)
+				rows[j], errs[j] = p.measure(ctx, gap, limit)
 			}()
 		}
 		wg.Wait()
+		if ctx.Err() != nil {
+			fmt.Fprintln(progress)
+			return ctx.Err()
+		}
 		if err := errors.Join(errs...); err != nil {
 			fmt.Fprintln(progress)
 			return err

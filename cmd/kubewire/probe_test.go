@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// blackHole is an API server that stopped answering: a loopback listener
+// that accepts connections, never writes to them and holds them open until
+// the test ends.
+type blackHole struct {
+	Addr string
+	// accepted receives a value for each connection accepted.
+	accepted chan struct{}
+}
+
+func newBlackHole(t *testing.T) *blackHole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	b := &blackHole{Addr: ln.Addr().String(), accepted: make(chan struct{}, 100)}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			select {
+			case b.accepted <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return b
+}
+
+// writeKubeconfig writes a kubeconfig for cluster, with token as the
+// user's bearer token if it is set, and returns its path. clientcmd gives
+// the token only to a server on TLS.
+func writeKubeconfig(t *testing.T, cluster *clientcmdapi.Cluster, token string) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = cluster
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	kc.CurrentContext = "test"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*kc, path))
+	return path
+}
+
+// TestProbeBounded: whatever the server does, the probe ends within its
+// -timeout per step: (gaps + 2) × -timeout covers the gaps, which are at
+// most -timeout here, and a warm-up and a list per gap that both probers
+// run side by side.
+func TestProbeBounded(t *testing.T) {
+	tests := []struct {
+		name    string
+		server  func(t *testing.T) string
+		gaps    []string
+		timeout time.Duration
+		code    int
+		want    []string
+	}{
+		{
+			name:    "black hole",
+			server:  func(t *testing.T) string { return "http://" + newBlackHole(t).Addr },
+			gaps:    []string{"0s", "1s"},
+			timeout: time.Second,
+			code:    1,
+			want: []string{
+				"kubewire probe: client-go cannot reach the API server: no answer within the 1s -timeout:",
+				"kubewire probe: kubewire cannot reach the API server:",
+			},
+		},
+		{
+			name: "list never answered",
+			server: func(t *testing.T) string {
+				release := make(chan struct{})
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == "/version" {
+						_, _ = io.WriteString(w, `{"major":"1","minor":"37"}`)
+						return
+					}
+					select {
+					case <-r.Context().Done():
+					case <-release:
+					}
+				}))
+				t.Cleanup(srv.Close)
+				t.Cleanup(func() { close(release) })
+				return srv.URL
+			},
+			gaps: []string{"0s"},
+			// Room for the warm-up to succeed on a loaded machine.
+			timeout: 2 * time.Second,
+			code:    0,
+			want:    []string{`"outcome": "error"`, "no answer within the 2s -timeout"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", "")
+			path := writeKubeconfig(t, &clientcmdapi.Cluster{Server: tt.server(t)}, "")
+			limit := time.Duration(len(tt.gaps)+2) * tt.timeout
+			args := []string{"probe", "-kubeconfig", path, "-gaps", strings.Join(tt.gaps, ","), "-timeout", tt.timeout.String(), "-json"}
+			var out, errOut strings.Builder
+			done := make(chan int, 1)
+			start := time.Now()
+			go func() { done <- run(context.Background(), args, &out, &errOut) }()
+			var code int
+			select {
+			case code = <-done:
+			case <-time.After(limit):
+				t.Fatalf("kubewire %s: still running after %v, (%d gaps + 2) × -timeout %v", strings.Join(args, " "), limit, len(tt.gaps), tt.timeout)
+			}
+			t.Logf("exited %d after %v with -timeout %v", code, time.Since(start).Round(time.Millisecond), tt.timeout)
+			assert.Equal(t, tt.code, code, errOut.String())
+			for _, want := range tt.want {
+				assert.Contains(t, out.String()+errOut.String(), want)
+			}
+		})
+	}
+}
+
+// TestProbeInterrupt runs the command as a process against a server that
+// never answers and interrupts it once, as Ctrl-C does.
+func TestProbeInterrupt(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "kubewire")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	bh := newBlackHole(t)
+	path := writeKubeconfig(t, &clientcmdapi.Cluster{Server: "http://" + bh.Addr}, "")
+
+	cmd := exec.Command(bin, "probe", "-kubeconfig", path, "-gaps", "0s", "-timeout", "10m")
+	cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	var waitErr error
+	exited := make(chan struct{})
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	// Both probers are waiting for an answer.
+	for range 2 {
+		select {
+		case <-bh.accepted:
+		case <-exited:
+			t.Fatalf("exited before it was interrupted: %v\n%s", waitErr, stderr.String())
+		case <-time.After(time.Minute):
+			t.Fatal("no connection to the black hole after a minute")
+		}
+	}
+
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	start := time.Now()
+	// It must end within a second; 5s keeps a loaded machine from failing
+	// the test, and the log says how long it took.
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("still running 5s after one SIGINT")
+	}
+	t.Logf("exited %v after SIGINT", time.Since(start).Round(time.Millisecond))
+	var exit *exec.ExitError
+	require.True(t, errors.As(waitErr, &exit), "exit: %v", waitErr)
+	assert.Equal(t, 130, exit.ExitCode(), stderr.String())
+	assert.Contains(t, stderr.String(), "kubewire probe: interrupted")
+}
+
+// fakeAPI is a TLS server that answers the probe's two requests when they
+// carry the credentials the kubeconfig gives: basic auth from userinfo in
+// the server URL, or a bearer token.
+func fakeAPI(t *testing.T, user, password, token string) *clientcmdapi.Cluster {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token != "" {
+			assert.Equal(t, "Bearer "+token, r.Header.Get("Authorization"))
+		} else {
+			u, p, ok := r.BasicAuth()
+			assert.True(t, ok && u == user && p == password, "basic auth from the URL: %q", r.Header.Get("Authorization"))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/version":
+			_, _ = io.WriteString(w, `{"major":"1","minor":"37"}`)
+		case "/api/v1/namespaces":
+			_, _ = io.WriteString(w, `{"kind":"NamespaceList","apiVersion":"v1","metadata":{},"items":[]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	server := srv.URL
+	if user != "" {
+		server = strings.Replace(server, "://", "://"+user+":"+password+"@", 1)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	return &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+}
+
+// refused returns the address of a loopback port nothing listens on.
+func refused(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// TestProbeRedacts: the credentials in a kubeconfig appear nowhere in what
+// the probe prints, report or error, text or JSON; a password in the
+// server URL is masked as net/http masks it.
+func TestProbeRedacts(t *testing.T) {
+	const (
+		password = "s3cr3tpass"
+		token    = "t0ken-9f8e7d6c5b4a"
+	)
+	cluster := func(server string) *clientcmdapi.Cluster { return &clientcmdapi.Cluster{Server: server} }
+	tests := []struct {
+		name    string
+		cluster func(t *testing.T) *clientcmdapi.Cluster
+		token   string
+		code    int
+		want    string
+	}{
+		{
+			name:    "password, server answers",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return fakeAPI(t, "user", password, "") },
+			want:    "https://user:***@127.0.0.1:",
+		},
+		{
+			name:    "password, invalid URL",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return cluster("http://user:" + password + "@127.0.0.1:bad") },
+			code:    1,
+			want:    "http://user:***@127.0.0.1:bad",
+		},
+		{
+			name:    "password, invalid URL, no scheme",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return cluster("user:" + password + "@127.0.0.1:bad") },
+			code:    1,
+			want:    "user:***@127.0.0.1:bad",
+		},
+		{
+			name:    "password, connection refused",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return cluster("http://user:" + password + "@" + refused(t)) },
+			code:    1,
+			want:    "http://user:***@127.0.0.1:",
+		},
+		{
+			name: "password, no answer",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster {
+				return cluster("http://user:" + password + "@" + newBlackHole(t).Addr)
+			},
+			code: 1,
+			want: "http://user:***@127.0.0.1:",
+		},
+		{
+			name:    "token, server answers",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return fakeAPI(t, "", "", token) },
+			token:   token,
+			want:    "https://127.0.0.1:",
+		},
+		{
+			name:    "token, no answer",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster { return cluster("https://" + newBlackHole(t).Addr) },
+			token:   token,
+			code:    1,
+			want:    "https://127.0.0.1:",
+		},
+	}
+	for _, tt := range tests {
+		for _, format := range []string{"text", "json"} {
+			t.Run(tt.name+", "+format, func(t *testing.T) {
+				t.Setenv("KUBECONFIG", "")
+				path := writeKubeconfig(t, tt.cluster(t), tt.token)
+				// Room for a server that answers on a loaded machine (a TLS
+				// handshake under -race took over 500ms); a short wait for
+				// one that does not.
+				timeout := "10s"
+				if tt.code != 0 {
+					timeout = "500ms"
+				}
+				args := []string{"probe", "-kubeconfig", path, "-gaps", "0s", "-timeout", timeout}
+				if format == "json" {
+					args = append(args, "-json")
+				}
+				var out strings.Builder
+				code := run(context.Background(), args, &out, &out)
+				got := out.String()
+				assert.Equal(t, tt.code, code, got)
+				assert.NotContains(t, got, password)
+				assert.NotContains(t, got, token)
+				assert.Contains(t, got, tt.want, "the server is named")
+			})
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	tests := []struct {
+		give, want string
+	}{
+		{"https://user:s3cr3t@127.0.0.1:6443", "https://user:***@127.0.0.1:6443"},
+		{"https://user:s3cr3t@127.0.0.1:6443/prefix", "https://user:***@127.0.0.1:6443/prefix"},
+		{"user:s3cr3t@127.0.0.1:6443", "user:***@127.0.0.1:6443"},
+		{"https://user:s3c@r3t@127.0.0.1:6443", "https://user:***@127.0.0.1:6443"},
+		{"https://user:@127.0.0.1:6443", "https://user:***@127.0.0.1:6443"},
+		{"https://:s3cr3t@127.0.0.1:6443", "https://:***@127.0.0.1:6443"},
+		{`parse "http://user:s3cr3t@127.0.0.1:bad": invalid port ":bad" after host`, `parse "http://user:***@127.0.0.1:bad": invalid port ":bad" after host`},
+		{`Get "http://user:***@127.0.0.1:1/version": connection refused`, `Get "http://user:***@127.0.0.1:1/version": connection refused`},
+		{"https://a:1@h:1 and https://b:2@h:2", "https://a:***@h:1 and https://b:***@h:2"},
+		// Nothing to mask: no password, or no userinfo.
+		{"https://user@127.0.0.1:6443", "https://user@127.0.0.1:6443"},
+		{"https://127.0.0.1:6443", "https://127.0.0.1:6443"},
+		{"127.0.0.1:6443", "127.0.0.1:6443"},
+		{"[::1]:6443", "[::1]:6443"},
+		{"dial tcp 127.0.0.1:1: connect: connection refused", "dial tcp 127.0.0.1:1: connect: connection refused"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, redact(tt.give), tt.give)
+	}
+}
