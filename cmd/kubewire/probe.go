@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/internal/redact"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 )
@@ -148,7 +148,7 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			gaps = gapsFlag{0, 5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second, 90 * time.Second}
 		}
 	}
-	rep.Server = redact(cfg.Host)
+	rep.Server = redact.String(cfg.Host)
 
 	bare, err := newProber("client-go", cfg, 0)
 	if err == nil {
@@ -197,20 +197,7 @@ func printErrors(w io.Writer, err error) {
 // message is the text of err as the probe prints it: on one line, with the
 // password of any URL in it masked.
 func message(err error) string {
-	return redact(strings.Join(strings.Fields(err.Error()), " "))
-}
-
-// urlPassword matches the password of a URL, and of a host without a scheme
-// at the start of the text as rest.Config.Host may be: scheme://user:password@.
-// A password ends at the last "@" of the authority, as net/url reads it.
-var urlPassword = regexp.MustCompile(`(^|://)([^/?#@:\s"']*):[^/?#\s"']*@`)
-
-// redact masks the password of every URL in s as net/http masks it in its
-// errors (stripPassword in net/http/client.go): user:***@host. A kubeconfig
-// may hold the server's password in its URL, and net/http masks it only in
-// the errors of its own client.
-func redact(s string) string {
-	return urlPassword.ReplaceAllString(s, "${1}${2}:***@")
+	return redact.Text(strings.Join(strings.Fields(err.Error()), " "))
 }
 
 // newLocalServer imitates an API server behind a load balancer: answers

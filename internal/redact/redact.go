@@ -5,6 +5,7 @@ package redact
 
 import (
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -16,7 +17,9 @@ import (
 // needs no parse: the hosts it guards against need not be valid URLs.
 func String(host string) string {
 	start := 0
-	if i := strings.Index(host, "://"); i >= 0 {
+	if strings.HasPrefix(host, "//") {
+		start = len("//") // a URL without a scheme
+	} else if i := strings.Index(host, "://"); i >= 0 {
 		start = i + len("://")
 	}
 	authority := host[start:]
@@ -61,4 +64,19 @@ func (r Writer) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// urlPassword matches the password of a URL, with a scheme or without
+// (//user:password@), and of a host without a scheme at the start of the
+// text as rest.Config.Host may be (user:password@). As net/url reads
+// it, the userinfo ends at the last "@" of the authority, and the user at
+// its first ":".
+var urlPassword = regexp.MustCompile(`(^|//)([^/?#:\s"]*):[^/?#\s"]*@`)
+
+// Text masks the password of every URL with a scheme in s, and of a bare
+// user:password@host at its start, for text whose host is not known, such
+// as an error from loading a kubeconfig. Where the host is known, [In] also
+// finds it quoted without a scheme.
+func Text(s string) string {
+	return urlPassword.ReplaceAllString(s, "${1}${2}:***@")
 }
