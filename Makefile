@@ -16,7 +16,7 @@ TEST_ENV = KUBEBUILDER_ASSETS=$(ENVTEST_DIR) KUBEWIRE_AGENT_SANDBOX_V1ALPHA1=$(A
 GO_NEXT ?= go1.27.3
 
 # The timing-sensitive packages `make stress` runs under load.
-STRESS_PKGS ?= ./transport ./timeout ./pooltrace ./retry ./kubeadapter ./metrics ./driver/... ./internal/...
+STRESS_PKGS ?= ./transport ./timeout ./pooltrace ./retry ./kubeadapter ./metrics ./driver/... ./internal/... ./cmd/...
 STRESS_COUNT ?= 20
 
 .PHONY: test test-go1.27 ci tidy vet envtest agentsandbox stress repro bench fmt soak

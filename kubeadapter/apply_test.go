@@ -27,6 +27,12 @@ import (
 
 func TestContract(t *testing.T) {
 	contract.Run(t, func(rt http.RoundTripper) http.RoundTripper { return kubeadapter.Wrap()(rt) })
+	// With an option that clones the base transport, under the stack.
+	t.Run("Cloning", func(t *testing.T) {
+		contract.Run(t, func(rt http.RoundTripper) http.RoundTripper {
+			return kubeadapter.Wrap(kubeadapter.WithIdleConnTimeout(time.Minute))(rt)
+		})
+	})
 }
 
 func slowServer(t *testing.T, d time.Duration) *httptest.Server {

@@ -40,8 +40,10 @@ func (c *config) options() string {
 // cloner.wrap reports the rest.
 func cloneApplies(cfg *rest.Config, c *config) error {
 	prefix := "kubeadapter: " + c.options() + " cannot apply: "
+	h2c := false // HTTP/2 without TLS, to a plain-http server
 	if c.http2 {
-		if err := plainHTTP(cfg); err != nil {
+		var err error
+		if h2c, err = plainHTTP(cfg); err != nil {
 			return fmt.Errorf("%s%w", prefix, err)
 		}
 	}
@@ -50,7 +52,7 @@ func cloneApplies(cfg *rest.Config, c *config) error {
 		if !ok {
 			return fmt.Errorf(prefix+"it needs client-go's transport or an *http.Transport, got rest.Config.Transport of type %T", cfg.Transport)
 		}
-		if c.http2 && !http2Enabled(t) {
+		if c.http2 && !h2c && !http2Enabled(t) {
 			return errors.New(prefix + "rest.Config.Transport has HTTP/2 off")
 		}
 		return nil
@@ -72,25 +74,25 @@ func cloneApplies(cfg *rest.Config, c *config) error {
 	return nil
 }
 
-// plainHTTP returns why cfg's clients speak HTTP/1.1 whatever the
-// transport: the server's URL is plain http (kubectl proxy serves it), and
-// net/http speaks HTTP/2 without TLS only when the transport asks for it
-// (Protocols.UnencryptedHTTP2). It returns nil otherwise.
-func plainHTTP(cfg *rest.Config) error {
+// plainHTTP looks at cfg's server URL. When it is plain http (kubectl
+// proxy serves it), net/http speaks HTTP/2 only if rest.Config.Transport
+// asks for it without TLS (Protocols.UnencryptedHTTP2): then it reports
+// h2c, else an error saying the clients speak HTTP/1.1. For an https
+// server it reports neither.
+func plainHTTP(cfg *rest.Config) (h2c bool, err error) {
 	u, _, err := rest.DefaultServerUrlFor(cfg)
 	if err != nil || u.Scheme != "http" {
 		// A host client-go cannot parse fails when the client is built,
 		// with client-go's own error.
-		return nil
+		return false, nil
 	}
 	if t, ok := cfg.Transport.(*http.Transport); ok && t.Protocols != nil && t.Protocols.UnencryptedHTTP2() {
-		return nil
+		return true, nil
 	}
-	return fmt.Errorf("HTTP/2 is off: the server %s is plain http, which client-go speaks in HTTP/1.1", redact.String(cfg.Host))
+	return false, fmt.Errorf("HTTP/2 is off: the server %s is plain http, which client-go speaks in HTTP/1.1", redact.String(cfg.Host))
 }
 
-// http2Enabled reports whether t will speak HTTP/2 (over TLS, or over plain
-// http when its Protocols say so), by the rules
+// http2Enabled reports whether t will speak HTTP/2 over TLS, by the rules
 // of net/http's Transport.protocols on Go 1.26 and 1.27: Protocols if set
 // (x/net/http2's ConfigureTransports sets it on Go 1.27), else an "h2" entry
 // in TLSNextProto (ConfigureTransports on Go 1.26), else the default, which
@@ -98,7 +100,7 @@ func plainHTTP(cfg *rest.Config) error {
 func http2Enabled(t *http.Transport) bool {
 	switch {
 	case t.Protocols != nil:
-		return t.Protocols.HTTP2() || t.Protocols.UnencryptedHTTP2()
+		return t.Protocols.HTTP2()
 	case t.TLSNextProto != nil:
 		return t.TLSNextProto["h2"] != nil
 	case t.ForceAttemptHTTP2:

@@ -122,6 +122,9 @@ func TestExecPluginKeepsWorking(t *testing.T) {
 func TestHTTP2HealthRefuses(t *testing.T) {
 	h1Only := &http.Transport{Protocols: new(http.Protocols)}
 	h1Only.Protocols.SetHTTP1(true)
+	h2cOnly := &http.Transport{Protocols: new(http.Protocols)}
+	h2cOnly.Protocols.SetHTTP1(true)
+	h2cOnly.Protocols.SetUnencryptedHTTP2(true)
 	tests := []struct {
 		name string
 		give *rest.Config
@@ -163,6 +166,11 @@ func TestHTTP2HealthRefuses(t *testing.T) {
 			name: "plain http with an HTTP/2 transport",
 			give: &rest.Config{Host: "http://127.0.0.1:8001", Transport: &http.Transport{ForceAttemptHTTP2: true}},
 			want: "HTTP/2 is off: the server http://127.0.0.1:8001 is plain http",
+		},
+		{
+			name: "https with a transport whose HTTP/2 is only unencrypted",
+			give: &rest.Config{Host: "https://127.0.0.1:6443", Transport: h2cOnly},
+			want: "rest.Config.Transport has HTTP/2 off",
 		},
 		{
 			name: "transport of another type",

@@ -85,8 +85,10 @@ func WithStallTimeout(d time.Duration) Option {
 // exists. Apply refuses when:
 //
 //   - HTTP/2 is off: DISABLE_HTTP2 is set in the environment, the config's
-//     TLSClientConfig.NextProtos leaves out "h2", or rest.Config.Transport
-//     is an *http.Transport without HTTP/2;
+//     TLSClientConfig.NextProtos leaves out "h2", rest.Config.Transport
+//     is an *http.Transport without HTTP/2, or the server is plain http
+//     (kubectl proxy serves it) and rest.Config.Transport does not ask for
+//     HTTP/2 without TLS (Protocols.UnencryptedHTTP2);
 //   - rest.Config.Transport is not an *http.Transport;
 //   - client-go will reload the CA file (TLSClientConfig.CAFile without
 //     CAData, with client-go's ClientsAllowCARotation feature on, its

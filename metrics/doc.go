@@ -31,9 +31,11 @@
 //	    on a reused connection when its rules call that safe, and the server
 //	    may have executed the request twice.
 //	kubewire_retry_retries_total{method, class}
-//	    Retries the retry middleware made, by the class of the failure:
-//	    "not_sent", "maybe_sent" or "status" (WithStatusRetry). A retry has
-//	    no reason beyond its class; reasons are why retrying stops.
+//	    Retries the retry middleware decided, by the class of the failure:
+//	    "not_sent", "maybe_sent" or "status" (WithStatusRetry), each counted
+//	    before its wait; a caller that gives up during the wait also adds a
+//	    gave_up with reason "canceled" or "deadline". A retry has no reason
+//	    beyond its class; reasons are why retrying stops.
 //	kubewire_retry_gave_up_total{method, reason}
 //	    Requests the retry middleware stopped retrying, by reason:
 //	    "not_retryable", "not_idempotent" (a write that may have reached the

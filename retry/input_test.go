@@ -3,12 +3,14 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,7 +62,7 @@ func TestExemptionsAddUp(t *testing.T) {
 	byPath := func(p string) func(*http.Request) bool {
 		return func(r *http.Request) bool { return r.URL.Path == p }
 	}
-	rt := retry.New(retry.WithBackoff(noWait), retry.WithExempt(byPath("/a")), retry.WithExempt(byPath("/b")))(cb)
+	rt := retry.New(retry.WithBackoff(noWait), retry.WithExempt(byPath("/a")), retry.WithExempt(nil), retry.WithExempt(byPath("/b")))(cb)
 	u := testserver.RefusedURL(t)
 	tests := []struct {
 		give string
@@ -272,4 +274,70 @@ func TestStatusRetryCanceledInWait(t *testing.T) {
 	require.Len(t, got, 2)
 	assert.Equal(t, retry.Decision{Request: got[0].Request, Attempt: 1, StatusCode: 429, Retry: true, Wait: 20 * time.Second}, got[0])
 	assert.Equal(t, retry.ReasonCanceled, got[1].Reason)
+}
+
+// FuzzBodyError sends PUTs whose body, the caller's reader, fails after
+// any number of bytes with any of the errors a reader returns (a reset
+// included, which from the connection would be retried), or ends early,
+// over HTTP/1.1 and HTTP/2, with a known length or chunked. Whatever the
+// input: the body is read once (never re-sent as another partial upload);
+// a failure of the reader comes back as a *retry.BodyError holding its
+// cause; and a body that neither fails nor ends early is sent whole.
+func FuzzBodyError(f *testing.F) {
+	srvs := testserver.Pair(f, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	causes := []error{nil, io.ErrUnexpectedEOF, context.DeadlineExceeded, syscall.ECONNRESET, errors.New("disk on fire"), io.EOF}
+	f.Add(uint16(0), uint8(1), false, false)
+	f.Add(uint16(4096), uint8(3), true, false)
+	f.Add(uint16(70), uint8(5), false, true)
+	f.Add(uint16(1), uint8(0), true, true)
+	f.Fuzz(func(t *testing.T, failAt uint16, kind uint8, h2, chunked bool) {
+		srv := srvs[0]
+		if h2 {
+			srv = srvs[1]
+		}
+		cause := causes[int(kind)%len(causes)]
+		n := int(failAt) * 4 // up to 256 KiB, past any buffer
+		length := int64(n) + 16
+		var bodies atomic.Int32
+		req, err := http.NewRequest(http.MethodPut, srv.URL+"/upload", nil)
+		require.NoError(t, err)
+		req.GetBody = func() (io.ReadCloser, error) {
+			bodies.Add(1)
+			if cause == nil {
+				return io.NopCloser(strings.NewReader(strings.Repeat("x", int(length)))), nil
+			}
+			return &failingBody{left: n, err: cause}, nil
+		}
+		req.Body, _ = req.GetBody()
+		bodies.Store(0)
+		req.ContentLength = length
+		if chunked {
+			req.ContentLength = -1
+		}
+		rt := retry.New(retry.WithBackoff(noWait))(srv.Base)
+		resp, err := rt.RoundTrip(req)
+		assert.Zero(t, bodies.Load(), "the body was sent again (err %v)", err)
+		switch {
+		case cause == nil || (cause == io.EOF && chunked):
+			// Whole, or ended by EOF where no length was promised.
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+		case cause == io.EOF:
+			// Shorter than its ContentLength.
+			require.Error(t, err)
+			assert.Nil(t, resp)
+			var be *retry.BodyError
+			require.ErrorAs(t, err, &be)
+			assert.ErrorIs(t, be, io.ErrUnexpectedEOF)
+			assert.Contains(t, be.Error(), fmt.Sprintf("request body: ended after %d of its ContentLength %d bytes", n, length))
+		default:
+			require.Error(t, err)
+			assert.Nil(t, resp)
+			var be *retry.BodyError
+			require.ErrorAs(t, err, &be)
+			assert.ErrorIs(t, be, cause)
+		}
+	})
 }

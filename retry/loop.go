@@ -362,36 +362,51 @@ func (c *connTrace) take() net.Conn {
 }
 
 // markBody returns req with its body, and the bodies GetBody returns,
-// marking the caller's read errors as [*BodyError]: an attempt that fails
-// because the caller's reader failed is not retried, and its error says
-// so. req itself is not modified.
+// marking the caller's read errors, and an end before ContentLength, as
+// [*BodyError]: an attempt that fails because the caller's reader failed
+// is not retried, and its error says so. req itself is not modified.
 func markBody(req *http.Request) *http.Request {
 	if req.Body == nil || req.Body == http.NoBody {
 		return req
 	}
 	r := *req
-	r.Body = markedBody{req.Body}
+	r.Body = &markedBody{rc: req.Body, length: req.ContentLength}
 	if get := req.GetBody; get != nil {
 		r.GetBody = func() (io.ReadCloser, error) {
 			b, err := get()
 			if err != nil || b == nil || b == http.NoBody {
 				return b, err
 			}
-			return markedBody{b}, nil
+			return &markedBody{rc: b, length: req.ContentLength}, nil
 		}
 	}
 	return &r
 }
 
-type markedBody struct{ io.ReadCloser }
+// markedBody is a request body whose failures are [*BodyError]s. The
+// transport reads it from one goroutine at a time.
+type markedBody struct {
+	rc     io.ReadCloser
+	length int64 // the request's ContentLength; not above 0 when unknown
+	n      int64 // bytes read
+}
 
-func (b markedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
+func (b *markedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.n += int64(n)
+	switch {
+	case err == io.EOF && b.n < b.length:
+		// net/http would fail the attempt with a message that reads like
+		// a broken connection (HTTP/1.1), or send the short body and get
+		// the stream reset (HTTP/2).
+		err = &BodyError{Err: fmt.Errorf("ended after %d of its ContentLength %d bytes: %w", b.n, b.length, io.ErrUnexpectedEOF)}
+	case err != nil && err != io.EOF:
 		err = &BodyError{Err: err}
 	}
 	return n, err
 }
+
+func (b *markedBody) Close() error { return b.rc.Close() }
 
 func isBodyError(err error) bool {
 	var be *BodyError

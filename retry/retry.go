@@ -119,11 +119,10 @@ func WithClassifier(f func(error) Class) Option {
 // reports true for. Upgrade requests always pass through. Exemptions add
 // up: a request is exempt when any f given says so, so a caller's own
 // cannot undo kubeadapter's exemption of long-running requests
-// (timeout.LongRunning). Must not be nil. Default: none.
+// (timeout.LongRunning). A nil f adds none. Default: none.
 func WithExempt(f func(*http.Request) bool) Option {
 	return optionFunc(func(c *config) {
 		if f == nil {
-			c.fail("WithExempt must not be nil")
 			return
 		}
 		if prev := c.exempt; prev != nil {

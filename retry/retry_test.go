@@ -611,7 +611,6 @@ func TestInvalidOptions(t *testing.T) {
 		{retry.WithBudget(math.NaN(), 1), "retry: WithBudget ratio must be between 0 and 1, got NaN"},
 		{retry.WithBudget(0.2, math.NaN()), "retry: WithBudget floorPerSecond must be finite and not negative, got NaN"},
 		{retry.WithMaxRetryAfter(0), "retry: WithMaxRetryAfter must be positive, got 0s"},
-		{retry.WithExempt(nil), "retry: WithExempt must not be nil"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

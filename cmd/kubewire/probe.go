@@ -25,6 +25,7 @@ import (
 	"github.com/kubewire/kubewire/internal/redact"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
+	"github.com/kubewire/kubewire/retry"
 )
 
 // row is one measured request.
@@ -148,6 +149,11 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			gaps = gapsFlag{0, 5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second, 90 * time.Second}
 		}
 	}
+	// The password of the server URL, masked in everything printed from
+	// here on, wherever an error quotes it: client-go quotes a host that
+	// does not parse, password and all.
+	stdout = redact.Writer{W: stdout, Host: cfg.Host}
+	stderr = redact.Writer{W: stderr, Host: cfg.Host}
 	rep.Server = redact.String(cfg.Host)
 
 	bare, err := newProber("client-go", cfg, 0)
@@ -247,6 +253,9 @@ type prober struct {
 	cs     kubernetes.Interface
 	budget time.Duration
 
+	// stack is set for the client through kubewire's stack.
+	stack bool
+
 	mu       sync.Mutex
 	attempts []pooltrace.Attempt
 }
@@ -265,7 +274,8 @@ func newProber(name string, cfg *rest.Config, budget time.Duration) (*prober, er
 		p.mu.Unlock()
 	}
 	if budget == 0 {
-		// pooltrace only observes: the stock client keeps its behaviour.
+		// pooltrace only observes: the stock client keeps its transport.
+		// Its waits are bounded through the context (see measure).
 		c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			return pooltrace.New(pooltrace.WithObserver(observe))(rt)
 		})
@@ -274,7 +284,7 @@ func newProber(name string, cfg *rest.Config, budget time.Duration) (*prober, er
 		if err := kubeadapter.Apply(c, kubeadapter.WithTimeout(budget), kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: observe})); err != nil {
 			return nil, err
 		}
-		p.budget = budget
+		p.budget, p.stack = budget, true
 	}
 	cs, err := kubernetes.NewForConfig(c)
 	if err != nil {
@@ -285,11 +295,14 @@ func newProber(name string, cfg *rest.Config, budget time.Duration) (*prober, er
 }
 
 // measure warms the pool with GET /version, waits gap, lists namespaces
-// and reports what happened to that list. Each request may take at most
-// limit.
+// and reports what happened to that list. The warm-up may take at most
+// limit, as may stock client-go's list; kubewire's list may take its whole
+// retry loop ([retryRoom]), since a stalled attempt retried on a new
+// connection is what the probe is there to show.
 func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, error) {
 	r := row{Client: p.name, Gap: gap.String(), GapSeconds: gap.Seconds()}
-	err := within(ctx, limit, func(ctx context.Context) error {
+	timeout := fmt.Sprintf("the %v -timeout", limit)
+	err := within(ctx, limit, timeout, func(ctx context.Context) error {
 		_, err := p.cs.Discovery().ServerVersionWithContext(ctx)
 		return err
 	})
@@ -304,8 +317,13 @@ func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, er
 	p.mu.Lock()
 	p.attempts = nil
 	p.mu.Unlock()
+	listLimit, listTimeout := limit, timeout
+	if p.stack {
+		listLimit = retryRoom(p.budget)
+		listTimeout = fmt.Sprintf("%v, kubewire's %d attempts of the %v -timeout", listLimit, retry.DefaultMaxAttempts, limit)
+	}
 	start := time.Now()
-	err = within(ctx, limit, func(ctx context.Context) error {
+	err = within(ctx, listLimit, listTimeout, func(ctx context.Context) error {
 		_, err := p.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
 		return err
 	})
@@ -340,19 +358,31 @@ func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, er
 	return r, nil
 }
 
-// within runs req with a context that ends after limit. The probe is a
-// diagnostic for clusters that may not answer at all: it must end whatever
-// the server does, and stock client-go has no deadline of its own. The
-// deadline travels in the context, so the clients' transports, which are
-// what the probe measures, stay as they are.
-func within(ctx context.Context, limit time.Duration, req func(context.Context) error) error {
+// within runs req with a context that ends after limit, which what names
+// in the error. The probe is a diagnostic for clusters that may not answer
+// at all: it must end whatever the server does, and stock client-go has no
+// deadline of its own. The deadline travels in the context, so the
+// clients' transports, which are what the probe measures, stay as they
+// are.
+func within(ctx context.Context, limit time.Duration, what string, req func(context.Context) error) error {
 	rctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	err := req(rctx)
 	if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("no answer within the %v -timeout: %w", limit, err)
+		return fmt.Errorf("no answer within %s: %w", what, err)
 	}
 	return err
+}
+
+// retryRoom is the longest the kubewire stack's retry loop can take with
+// the default retry options and a per-attempt budget: every attempt's
+// budget and the longest backoff before each retry.
+func retryRoom(budget time.Duration) time.Duration {
+	d := time.Duration(retry.DefaultMaxAttempts) * budget
+	for n := 1; n < retry.DefaultMaxAttempts; n++ {
+		d += min(retry.DefaultBackoffMax, retry.DefaultBackoffBase<<(n-1))
+	}
+	return d
 }
 
 func sweep(ctx context.Context, rep *report, probers []*prober, gaps []time.Duration, limit time.Duration, progress io.Writer) error {

@@ -20,6 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubewire/kubewire/internal/testserver"
 )
 
 // blackHole is an API server that stopped answering: a loopback listener
@@ -84,24 +86,31 @@ func writeKubeconfig(t *testing.T, cluster *clientcmdapi.Cluster, token string) 
 	return path
 }
 
-// TestProbeBounded: whatever the server does, the probe ends within its
-// -timeout per step: (gaps + 2) × -timeout covers the gaps, which are at
-// most -timeout here, and a warm-up and a list per gap that both probers
-// run side by side.
+// TestProbeBounded: whatever the server does, the probe ends. A server
+// that never answers fails the first warm-up after -timeout, so the probe
+// ends well within (gaps + 2) × -timeout. One that answers the warm-up and
+// never the list takes the warm-up, the gap and the longest list: stock
+// client-go's is bounded by -timeout, kubewire's by its retry loop
+// (retryRoom), whose stalled attempts are re-sent on new connections.
 func TestProbeBounded(t *testing.T) {
+	const timeout = 2 * time.Second
 	tests := []struct {
 		name    string
 		server  func(t *testing.T) string
 		gaps    []string
 		timeout time.Duration
-		code    int
-		want    []string
+		// limit is when the test gives up waiting: what the probe may take,
+		// and one -timeout for a loaded machine.
+		limit time.Duration
+		code  int
+		want  []string
 	}{
 		{
 			name:    "black hole",
 			server:  func(t *testing.T) string { return "http://" + newBlackHole(t).Addr },
 			gaps:    []string{"0s", "1s"},
 			timeout: time.Second,
+			limit:   (2 + 2) * time.Second,
 			code:    1,
 			want: []string{
 				"kubewire probe: client-go cannot reach the API server: no answer within the 1s -timeout:",
@@ -128,16 +137,21 @@ func TestProbeBounded(t *testing.T) {
 			},
 			gaps: []string{"0s"},
 			// Room for the warm-up to succeed on a loaded machine.
-			timeout: 2 * time.Second,
+			timeout: timeout,
+			limit:   timeout + retryRoom(timeout) + timeout,
 			code:    0,
-			want:    []string{`"outcome": "error"`, "no answer within the 2s -timeout"},
+			want: []string{
+				`"outcome": "error"`,
+				"no answer within the 2s -timeout",
+				"(attempts exhausted)",
+			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("KUBECONFIG", "")
 			path := writeKubeconfig(t, &clientcmdapi.Cluster{Server: tt.server(t)}, "")
-			limit := time.Duration(len(tt.gaps)+2) * tt.timeout
+			limit := tt.limit
 			args := []string{"probe", "-kubeconfig", path, "-gaps", strings.Join(tt.gaps, ","), "-timeout", tt.timeout.String(), "-json"}
 			var out, errOut strings.Builder
 			done := make(chan int, 1)
@@ -147,7 +161,7 @@ func TestProbeBounded(t *testing.T) {
 			select {
 			case code = <-done:
 			case <-time.After(limit):
-				t.Fatalf("kubewire %s: still running after %v, (%d gaps + 2) × -timeout %v", strings.Join(args, " "), limit, len(tt.gaps), tt.timeout)
+				t.Fatalf("kubewire %s: still running after %v", strings.Join(args, " "), limit)
 			}
 			t.Logf("exited %d after %v with -timeout %v", code, time.Since(start).Round(time.Millisecond), tt.timeout)
 			assert.Equal(t, tt.code, code, errOut.String())
@@ -242,16 +256,6 @@ func fakeAPI(t *testing.T, user, password, token string) *clientcmdapi.Cluster {
 	return &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
 }
 
-// refused returns the address of a loopback port nothing listens on.
-func refused(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 // TestProbeRedacts: the credentials in a kubeconfig appear nowhere in what
 // the probe prints, report or error, text or JSON; a password in the
 // server URL is masked as net/http masks it.
@@ -286,10 +290,29 @@ func TestProbeRedacts(t *testing.T) {
 			want:    "user:***@127.0.0.1:bad",
 		},
 		{
-			name:    "password, connection refused",
-			cluster: func(t *testing.T) *clientcmdapi.Cluster { return cluster("http://user:" + password + "@" + refused(t)) },
-			code:    1,
-			want:    "http://user:***@127.0.0.1:",
+			// client-go quotes a host it cannot parse, escaping the quote.
+			name: "password with a quote, invalid URL",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster {
+				return cluster(`https://user:"` + password + "@127.0.0.1:6443")
+			},
+			code: 1,
+			want: "https://user:***@127.0.0.1:6443",
+		},
+		{
+			name: "password with a space, invalid URL",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster {
+				return cluster("https://user:a " + password + "@127.0.0.1:6443")
+			},
+			code: 1,
+			want: "https://user:***@127.0.0.1:6443",
+		},
+		{
+			name: "password, connection refused",
+			cluster: func(t *testing.T) *clientcmdapi.Cluster {
+				return cluster(strings.Replace(testserver.RefusedURL(t), "://", "://user:"+password+"@", 1))
+			},
+			code: 1,
+			want: "http://user:***@127.0.0.1:",
 		},
 		{
 			name: "password, no answer",

@@ -93,7 +93,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	rules.ExplicitPath = *kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
 	if err != nil {
-		fmt.Fprintf(stderr, "gateway: loading kubeconfig: %v\n", err)
+		// The host is not known yet; mask every URL's password.
+		fmt.Fprintf(stderr, "gateway: loading kubeconfig: %s\n", redact.Text(err.Error()))
 		return 1
 	}
 	stderr = redact.Writer{W: stderr, Host: cfg.Host}

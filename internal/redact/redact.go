@@ -51,16 +51,17 @@ func In(s, host string) string {
 	return strings.ReplaceAll(s, host, masked)
 }
 
-// Writer writes to W with the password of Host masked ([In]) in every
-// write. A write that splits the host in two is not masked, so give it
-// whole lines, as a logger or fmt.Fprintf does.
+// Writer writes to W with the password of Host masked wherever Host shows
+// ([In]), and that of every other URL ([Text]), in every write. A write
+// that splits a URL in two is not masked, so give it whole lines, as a
+// logger or fmt.Fprintf does.
 type Writer struct {
 	W    io.Writer
 	Host string
 }
 
 func (r Writer) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(r.W, In(string(p), r.Host)); err != nil {
+	if _, err := io.WriteString(r.W, Text(In(string(p), r.Host))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

@@ -1,7 +1,9 @@
 package redact_test
 
 import (
+	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -97,6 +99,34 @@ func FuzzString(f *testing.F) {
 			if p, ok := v.User.Password(); ok && p != "***" {
 				t.Fatalf("%s(%q) = %q keeps the password %q", name, s, out, p)
 			}
+		}
+	})
+}
+
+// FuzzIn: a server URL with a password, whatever the user, password and
+// rest hold (quotes, spaces, '@', bytes that do not parse), does not show
+// its password through a Writer for it, as is or quoted as client-go and
+// url.Parse quote a host in their errors.
+func FuzzIn(f *testing.F) {
+	f.Add("user", "s3cr3t", "127.0.0.1:6443")
+	f.Add("user", `pa"ss`, "127.0.0.1:bad")
+	f.Add("u@v", "a b", "[::1")
+	f.Fuzz(func(t *testing.T, user, password, rest string) {
+		host := "https://" + user + ":" + password + "@" + rest
+		masked := "https://" + user + ":***@" + rest
+		if len(password) < 4 || strings.ContainsAny(user+password, ":/?#") || strings.Contains(password, "@") ||
+			strings.Contains(masked+strconv.Quote(masked)+" host must be a URL or a host:port pair: parse invalid server", password) {
+			// A password the URL does not delimit as one, or one the
+			// text around it shows anyway.
+			return
+		}
+		var b strings.Builder
+		w := redact.Writer{W: &b, Host: host}
+		_, _ = fmt.Fprintf(w, "host must be a URL or a host:port pair: %q\n", host)
+		_, _ = fmt.Fprintf(w, "parse %q: invalid\n", host)
+		_, _ = fmt.Fprintf(w, "server %s\n", host)
+		if strings.Contains(b.String(), password) {
+			t.Fatalf("the password %q of %q shows in %q", password, host, b.String())
 		}
 	})
 }
