@@ -27,12 +27,38 @@ import (
 
 func TestContract(t *testing.T) {
 	contract.Run(t, func(rt http.RoundTripper) http.RoundTripper { return kubeadapter.Wrap()(rt) })
-	// With an option that clones the base transport, under the stack.
-	t.Run("Cloning", func(t *testing.T) {
-		contract.Run(t, func(rt http.RoundTripper) http.RoundTripper {
-			return kubeadapter.Wrap(kubeadapter.WithIdleConnTimeout(time.Minute))(rt)
-		})
-	})
+}
+
+// TestWrapNilClones: with an option that clones the base transport, Wrap
+// applied to nil clones http.DefaultTransport, as the other middleware
+// send through it, and leaves the original as it was.
+func TestWrapNilClones(t *testing.T) {
+	def := http.DefaultTransport.(*http.Transport)
+	idle := def.IdleConnTimeout
+	rt := kubeadapter.Wrap(kubeadapter.WithIdleConnTimeout(time.Minute))(nil)
+	var clone *http.Transport
+	for next := http.RoundTripper(rt); next != nil; {
+		if t, ok := next.(*http.Transport); ok {
+			clone = t
+			break
+		}
+		w, ok := next.(interface{ WrappedRoundTripper() http.RoundTripper })
+		require.True(t, ok, "%T hides what is below it", next)
+		next = w.WrappedRoundTripper()
+	}
+	require.NotNil(t, clone)
+	assert.NotSame(t, def, clone, "http.DefaultTransport itself was given to the stack")
+	assert.Equal(t, time.Minute, clone.IdleConnTimeout)
+	assert.Equal(t, idle, def.IdleConnTimeout, "http.DefaultTransport was changed")
+
+	srv := slowServer(t, 0)
+	defer clone.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
 func slowServer(t *testing.T, d time.Duration) *httptest.Server {
