@@ -15,24 +15,48 @@ TEST_ENV = KUBEBUILDER_ASSETS=$(ENVTEST_DIR) KUBEWIRE_AGENT_SANDBOX_V1ALPHA1=$(A
 # PATH. Go fetches the toolchain from the module proxy the first time.
 GO_NEXT ?= go1.27.3
 
+# The repository's modules, as go.work lists them, and their packages.
+# `./...` stops at a nested module, so every target names them all.
+MODULES := $(shell $(GO) list -m -f '{{.Dir}}' | sed 's|^$(CURDIR)|.|')
+PKGS := $(addsuffix /...,$(MODULES))
+
+# The client-go releases kubeadapter supports besides the one in its go.mod
+# (the oldest, v0.34.0) and the one the workspace selects (v0.37.2): each
+# runs kubeadapter's whole suite, API server tests included, on its own
+# (hack/clientgo.sh).
+CLIENTGO_RELEASES ?= v0.35.10 v0.36.6
+
 # The timing-sensitive packages `make stress` runs under load.
 STRESS_PKGS ?= ./transport ./timeout ./pooltrace ./retry ./kubeadapter ./metrics ./driver/... ./internal/... ./cmd/...
 STRESS_COUNT ?= 20
 
-.PHONY: test test-go1.27 ci tidy vet envtest agentsandbox stress repro bench fmt soak
+.PHONY: test test-go1.27 ci tidy vet envtest agentsandbox stress repro bench fmt soak clientgo consumers
 
-test: vet tidy envtest agentsandbox
-	$(TEST_ENV) $(GO) test -race -count=1 ./...
+test: vet tidy consumers envtest agentsandbox
+	$(TEST_ENV) $(GO) test -race -count=1 $(PKGS)
+	$(MAKE) clientgo
 
 # The same suite on the next Go release. The envtest binaries are shared:
-# hack/envtest.sh always builds them with the Go in PATH.
+# hack/envtest.sh always builds them with the Go in PATH. The client-go
+# matrix runs once, with the Go in PATH.
 test-go1.27:
-	GOTOOLCHAIN=$(GO_NEXT) $(MAKE) test
+	GOTOOLCHAIN=$(GO_NEXT) $(MAKE) test CLIENTGO_RELEASES= CLIENTGO_FLOOR=
 
 ci: test test-go1.27
 
+# Each go.mod on its own, as a user's `go get` sees it.
 tidy:
-	$(GO) mod tidy -diff
+	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "$$m: go.mod not tidy (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
+
+# kubeadapter's suite at its go.mod's client-go (the oldest it supports)
+# and at each of CLIENTGO_RELEASES, without the workspace.
+CLIENTGO_FLOOR ?= floor
+clientgo: envtest
+	$(TEST_ENV) hack/clientgo.sh $(CLIENTGO_FLOOR) $(CLIENTGO_RELEASES)
+
+# What a user's module graph gets from each audience's import.
+consumers:
+	hack/consumers.sh
 
 # The flakiness gate: every timing-sensitive test STRESS_COUNT times with
 # -race while a busy loop per CPU competes for the machine. It must pass
@@ -42,7 +66,7 @@ stress: envtest agentsandbox
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
 
 # Builds only when the binaries are missing or their inputs changed.
 envtest:
@@ -73,7 +97,7 @@ fmt:
 	gofmt -w .
 
 # The soak: the gateway under mixed connection faults and a kube-apiserver
-# restart, judged against the API server's audit log (internal/soak). `make
+# restart, judged against the API server's audit log (examples/gateway/internal/soak). `make
 # test` runs it for 30 seconds with a fixed seed (TestSoak); this runs it
 # for SOAK_DURATION with SOAK_SEED and every fault, and keeps the history,
 # the audit log and the report in SOAK_OUT.

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/internal/sandboxtest"
 	"k8s.io/client-go/rest"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
@@ -164,7 +165,7 @@ func readBody(r *http.Request) string {
 var env *kubetest.Env
 
 func runMain(m *testing.M) {
-	crd, err := kubetest.SandboxCRD()
+	crd, err := sandboxtest.SandboxCRD()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/internal/sandboxtest"
 )
 
 // The tests in this file run against a real kube-apiserver with the
@@ -47,7 +48,7 @@ type rig struct {
 // process, against the package's API server.
 func currentRig(t *testing.T) *rig {
 	r := newRig(t, env.Config(t))
-	kubetest.RunController(t, r.cfg, r.ns)
+	sandboxtest.RunController(t, r.cfg, r.ns)
 	return r
 }
 
@@ -56,9 +57,9 @@ func currentRig(t *testing.T) *rig {
 // controller binary against it.
 func legacyRig(t *testing.T) *rig {
 	env.Config(t) // skips or fails as the package's API server does
-	binary, crd := kubetest.LegacyController(t)
+	binary, crd := sandboxtest.LegacyController(t)
 	r := newRig(t, kubetest.Shared(crd).Config(t))
-	kubetest.RunLegacyController(t, r.cfg, binary)
+	sandboxtest.RunLegacyController(t, r.cfg, binary)
 	return r
 }
 

@@ -14,6 +14,8 @@ cd "$(dirname "$0")/agentsandbox"
 # must be 1.26.2 or later (v0.4.6's go.mod). The tools module's go.sum is
 # complete; the build never rewrites it.
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly
+# A tools module of its own: never the repository's workspace.
+export GOWORK=off
 key=$( { cat go.mod go.sum ../agentsandbox.sh; go version; } | sha256sum | cut -c1-32)
 if [[ -x $dir/agent-sandbox-controller && -f $dir/crds/agents.x-k8s.io_sandboxes.yaml && "$(cat "$dir/.inputs" 2>/dev/null)" == "$key" ]]; then
 	exit 0

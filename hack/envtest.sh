@@ -10,6 +10,8 @@
 # `make test-go1.27` share one build and one cache entry.
 set -euo pipefail
 export GOTOOLCHAIN=local
+# A tools module of its own: never the repository's workspace.
+export GOWORK=off
 dir=$1 version=$2
 cd "$(dirname "$0")/envtest"
 major=${version%%.*} rest=${version#*.} minor=${rest%%.*}

@@ -67,11 +67,25 @@ func cloneApplies(cfg *rest.Config, c *config) error {
 		}
 	}
 	// client-go's transport.loadTLSFiles and tlsTransportCache.get.
-	if cfg.TLSClientConfig.CAFile != "" && len(cfg.TLSClientConfig.CAData) == 0 &&
-		clientgofeatures.FeatureGates().Enabled(clientgofeatures.ClientsAllowCARotation) {
+	if cfg.TLSClientConfig.CAFile != "" && len(cfg.TLSClientConfig.CAData) == 0 && caRotation() {
 		return fmt.Errorf(prefix+"client-go reloads the CA file %s (feature ClientsAllowCARotation) through a transport it swaps when the file changes, which a clone would not follow; give the CA as CAData", cfg.TLSClientConfig.CAFile)
 	}
 	return nil
+}
+
+// caRotation reports whether client-go reloads a CA file, which it does
+// from v0.36 on when its feature ClientsAllowCARotation is on. Earlier
+// releases have no such feature, and a feature gate asked about a feature
+// it does not know panics (client-go's envVarFeatureGates.Enabled, and
+// component-base's gates that replace them): that panic means the release
+// reads the CA file once, so a clone follows it.
+func caRotation() (on bool) {
+	defer func() {
+		if recover() != nil {
+			on = false
+		}
+	}()
+	return clientgofeatures.FeatureGates().Enabled("ClientsAllowCARotation")
 }
 
 // plainHTTP looks at cfg's server URL. When it is plain http (kubectl

@@ -47,9 +47,8 @@ func (m *retryMetric) get(key string) int {
 }
 
 // retryMetrics is client-go's retry metric for the tests, installed by
-// TestMain (client-go's Register takes effect once per process, and
-// controller-runtime, which envtest brings in, has used it). A test points
-// it at a retryMetric of its own.
+// TestMain (client-go's Register takes effect once per process). A test
+// points it at a retryMetric of its own.
 type retryMetrics struct{ current atomic.Pointer[retryMetric] }
 
 func (r *retryMetrics) IncrementRetry(ctx context.Context, code, method, host string) {

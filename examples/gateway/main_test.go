@@ -29,13 +29,14 @@ import (
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/internal/sandboxtest"
 	"github.com/kubewire/kubewire/kubeadapter"
 )
 
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
-	crd, err := kubetest.SandboxCRD()
+	crd, err := sandboxtest.SandboxCRD()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -84,7 +85,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	kubetest.RunController(t, cfg, ns.Name)
+	sandboxtest.RunController(t, cfg, ns.Name)
 	kubetest.RunKubelet(t, cfg, ns.Name)
 	d, err := driver.New(cfg, "gw-e2e", []string{ns.Name})
 	require.NoError(t, err)
@@ -281,7 +282,7 @@ func TestTwoReplicas(t *testing.T) {
 	ctx := context.Background()
 	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	kubetest.RunController(t, cfg, ns.Name)
+	sandboxtest.RunController(t, cfg, ns.Name)
 	kubetest.RunKubelet(t, cfg, ns.Name)
 	kubeconfig := kubetest.WriteKubeconfig(t, cfg)
 

@@ -1,33 +1,41 @@
-// Package kubetest is the test rig of real parts: a kube-apiserver and etcd
-// started by controller-runtime's envtest from the binaries in
-// KUBEBUILDER_ASSETS, which `make test` builds from Go modules;
-// agent-sandbox's own CRD and controllers (the go.mod release in process,
-// v0.4.6 as a process); and a fake kubelet that runs the pods, since envtest
-// has no nodes.
+// Package kubetest is the test rig of real parts that needs nothing but
+// client-go: a kube-apiserver and etcd started from the binaries in
+// KUBEBUILDER_ASSETS, which `make test` builds from Go modules, with the
+// flags controller-runtime's envtest gives them; a fault proxy in front of
+// it; and a fake kubelet that runs the pods, since there are no nodes. It
+// is a module of its own so that kubeadapter's tests run it at every
+// client-go release kubeadapter supports (controller-runtime's envtest
+// would pin client-go to its own release). The agent-sandbox half is
+// [github.com/kubewire/kubewire/internal/sandboxtest].
 package kubetest
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 )
 
 // Env is a running API server.
 type Env struct {
-	env     *envtest.Environment
-	cfg     *rest.Config
-	err     error
-	certDir string
+	cp  *controlPlane
+	cfg *rest.Config
+	err error
 }
 
 // Options configure [StartWith].
@@ -35,9 +43,9 @@ type Options struct {
 	// CRDPaths are installed once the API server runs.
 	CRDPaths []string
 	// APIServerArgs are kube-apiserver flags, by name without dashes, set
-	// over envtest's defaults.
+	// over the defaults.
 	APIServerArgs map[string]string
-	// APIServerOutput receives kube-apiserver's output; nil discards it.
+	// APIServerOutput receives the processes' output; nil discards it.
 	APIServerOutput io.Writer
 }
 
@@ -48,7 +56,7 @@ func Start(crdPaths ...string) *Env {
 }
 
 // StartWith starts the API server as o says if KUBEBUILDER_ASSETS is set.
-// Its certificates live in a directory of its own until Stop, so that
+// Its certificates stay the same until Stop, so that
 // [Env.RestartAPIServer] brings it back with the same ones.
 func StartWith(o Options) *Env {
 	e := &Env{}
@@ -56,34 +64,21 @@ func StartWith(o Options) *Env {
 	if dir == "" {
 		return e
 	}
-	e.env = &envtest.Environment{
-		BinaryAssetsDirectory: dir,
-		CRDDirectoryPaths:     o.CRDPaths,
-		ErrorIfCRDPathMissing: len(o.CRDPaths) > 0,
-	}
-	api := e.env.ControlPlane.GetAPIServer()
-	if e.certDir, e.err = os.MkdirTemp("", "kubewire-apiserver-"); e.err != nil {
-		return e
-	}
-	api.CertDir = e.certDir
-	api.Out, api.Err = o.APIServerOutput, o.APIServerOutput
-	for k, v := range o.APIServerArgs {
-		api.Configure().Set(k, v)
-	}
-	e.cfg, e.err = e.env.Start()
+	e.cp, e.err = startControlPlane(controlPlaneOptions{BinDir: dir, Args: o.APIServerArgs, Output: o.APIServerOutput})
 	if e.err != nil {
 		e.err = fmt.Errorf("starting kube-apiserver and etcd from KUBEBUILDER_ASSETS=%s: %w", dir, e.err)
+		return e
+	}
+	if e.cfg, e.err = e.AddUser("admin", "system:masters"); e.err == nil {
+		e.err = installCRDs(e.cfg, o.CRDPaths)
 	}
 	return e
 }
 
 // Stop stops the API server.
 func (e *Env) Stop() {
-	if e.env != nil && e.cfg != nil {
-		_ = e.env.Stop()
-	}
-	if e.certDir != "" {
-		_ = os.RemoveAll(e.certDir)
+	if e.cp != nil {
+		_ = e.cp.stop()
 	}
 }
 
@@ -92,31 +87,97 @@ func (e *Env) Stop() {
 // does; clients keep their configs. It returns once the new process is
 // healthy.
 func (e *Env) RestartAPIServer() error {
-	api := e.env.ControlPlane.APIServer
-	before := api.SecureServing.Address + ":" + api.SecureServing.Port
-	// A stop that times out has killed the process: start it all the same.
-	var errs []error
-	if err := api.Stop(); err != nil {
-		errs = append(errs, fmt.Errorf("stopping kube-apiserver: %w", err))
-	}
-	if err := api.Start(); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("starting kube-apiserver again: %w", err))...)
-	}
-	if after := api.SecureServing.Address + ":" + api.SecureServing.Port; after != before {
-		errs = append(errs, fmt.Errorf("kube-apiserver came back on %s, not %s", after, before))
-	}
-	return errors.Join(errs...)
+	return e.cp.restartAPIServer()
 }
 
 // AddUser provisions a user of the API server (client certificate
 // authentication) in groups and returns its config: a client whose
 // requests the audit log tells apart.
 func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
-	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, &rest.Config{QPS: 1000, Burst: 2000})
+	cert, key, err := e.cp.addUser(name, groups...)
 	if err != nil {
 		return nil, err
 	}
-	return u.Config(), nil
+	return &rest.Config{
+		Host:            e.cp.host(),
+		TLSClientConfig: rest.TLSClientConfig{CAData: e.cp.caPEM(), CertData: cert, KeyData: key},
+		// A test API server need not be protected from its tests.
+		QPS:   1000,
+		Burst: 2000,
+	}, nil
+}
+
+// installCRDs creates the CRDs in paths (YAML, one or more documents each)
+// and waits until discovery serves every version of each, as envtest's
+// WaitForCRDs does: until then a client's first request may 404.
+func installCRDs(cfg *rest.Config, paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	rc := cs.Discovery().RESTClient()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	type crd struct {
+		Spec struct {
+			Group    string
+			Names    struct{ Plural string }
+			Versions []struct {
+				Name   string
+				Served bool
+			}
+		}
+	}
+	var want []string // group/version/plural
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("CRD: %w", err)
+		}
+		for _, doc := range bytes.Split(data, []byte("\n---")) {
+			body, err := yaml.YAMLToJSON(doc)
+			if err != nil {
+				return fmt.Errorf("CRD %s: %w", path, err)
+			}
+			var c crd
+			if err := json.Unmarshal(body, &c); err != nil {
+				return fmt.Errorf("CRD %s: %w", path, err)
+			}
+			if c.Spec.Group == "" {
+				continue // an empty document
+			}
+			err = rc.Post().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").
+				SetHeader("Content-Type", "application/json").Body(body).Do(ctx).Error()
+			if err != nil {
+				return fmt.Errorf("installing CRD %s: %w", path, err)
+			}
+			for _, v := range c.Spec.Versions {
+				if v.Served {
+					want = append(want, c.Spec.Group+"/"+v.Name+"/"+c.Spec.Names.Plural)
+				}
+			}
+		}
+	}
+	for _, gvr := range want {
+		gv, plural := filepath.Dir(gvr), filepath.Base(gvr)
+		for {
+			var list struct{ Resources []struct{ Name string } }
+			raw, err := rc.Get().AbsPath("/apis/" + gv).DoRaw(ctx)
+			if err == nil && json.Unmarshal(raw, &list) == nil &&
+				slices.ContainsFunc(list.Resources, func(r struct{ Name string }) bool { return r.Name == plural }) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("CRD %s not served by discovery after a minute: %w", gvr, errors.Join(err, ctx.Err()))
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // Config returns a copy of the admin config of the API server (client
@@ -125,7 +186,7 @@ func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
 // server could not start, the test fails.
 func (e *Env) Config(t testing.TB) *rest.Config {
 	t.Helper()
-	if e.env == nil {
+	if e.cp == nil && e.err == nil {
 		t.Skip("needs a kube-apiserver: KUBEBUILDER_ASSETS is not set; `make test` builds the binaries and sets it")
 	}
 	if e.err != nil {

@@ -1,4 +1,7 @@
-package kubetest
+// Package sandboxtest is the agent-sandbox half of the test rig: the
+// project's own Sandbox CRD and controllers, the go.mod release in process
+// and v0.4.6 as a process, against a [kubetest] API server.
+package sandboxtest
 
 import (
 	"context"
@@ -19,6 +22,8 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kubewire/kubewire/internal/kubetest"
 )
 
 // SandboxModule is the Go module of the agent-sandbox project.
@@ -129,7 +134,7 @@ func RunLegacyController(t testing.TB, cfg *rest.Config, binary string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, binary,
-		"--kubeconfig="+WriteKubeconfig(t, cfg),
+		"--kubeconfig="+kubetest.WriteKubeconfig(t, cfg),
 		"--leader-elect=false",
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",

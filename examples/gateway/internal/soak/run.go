@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/internal/sandboxtest"
 )
 
 // Config is a soak run.
@@ -170,7 +171,7 @@ func Run(t testing.TB, c Config, gw Gateway) *Report {
 		t.Fatal(err)
 	}
 	_ = os.Remove(auditLog)
-	crd, err := kubetest.SandboxCRD()
+	crd, err := sandboxtest.SandboxCRD()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func Run(t testing.TB, c Config, gw Gateway) *Report {
 		t.Fatal(err)
 	}
 	ns := nsObj.Name
-	kubetest.RunController(t, admin, ns)
+	sandboxtest.RunController(t, admin, ns)
 	kubetest.RunKubelet(t, admin, ns)
 
 	user, err := env.AddUser(GatewayUser, "system:masters")

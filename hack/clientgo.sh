@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs kubeadapter's whole suite, its API server tests included, on each
+# client-go release given, each on its own (GOWORK=off) as a user's build on
+# that release sees it. "floor" is kubeadapter/go.mod as it is, which
+# requires the oldest release kubeadapter supports; a version is a scratch
+# copy of that go.mod with client-go, api and apimachinery set to it.
+#
+#   hack/clientgo.sh floor v0.35.10 v0.36.6
+set -euo pipefail
+cd "$(dirname "$0")/../kubeadapter"
+export GOWORK=off
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+for v in "$@"; do
+	modfile=go.mod
+	if [[ $v != floor ]]; then
+		modfile=$scratch/go.$v.mod
+		cp go.mod "$modfile"
+		cp go.sum "${modfile%.mod}.sum"
+		go get -modfile="$modfile" "k8s.io/client-go@$v" "k8s.io/api@$v" "k8s.io/apimachinery@$v"
+	fi
+	got=$(go list -modfile="$modfile" -m -f '{{.Version}}' k8s.io/client-go)
+	if [[ $v != floor && $got != "$v" ]]; then
+		echo "clientgo: asked for client-go $v, the build selects $got" >&2
+		exit 1
+	fi
+	echo "clientgo: kubeadapter's suite with k8s.io/client-go $got" >&2
+	go test -modfile="$modfile" -race -count=1 ./...
+done
