@@ -1,6 +1,12 @@
 // Package faultproxy is a loopback TCP proxy that injects connection faults
-// between a client and a server, for tests. It works below TLS and HTTP, so
-// the same faults apply to HTTP/1.1 and HTTP/2.
+// between a client and a server. The tests use it for every fault below
+// HTTP; the shipped `kubewire probe` uses it in its built-in local server,
+// where [Proxy.SetIdleDrop] stands in for a load balancer that drops idle
+// connections. It works below TLS and HTTP, so the same faults apply to
+// HTTP/1.1 and HTTP/2.
+//
+// A [Proxy] listens on 127.0.0.1 only, and its methods are safe for
+// concurrent use: a test changes the fault while connections run.
 package faultproxy
 
 import (
