@@ -25,5 +25,7 @@ for v in "$@"; do
 		exit 1
 	fi
 	echo "clientgo: kubeadapter's suite with k8s.io/client-go $got" >&2
+	start=$SECONDS
 	go test -modfile="$modfile" -race -count=1 ./...
+	echo "clientgo: client-go $got passed in $((SECONDS - start))s" >&2
 done
