@@ -12,12 +12,24 @@ import (
 	"github.com/kubewire/kubewire/transport"
 )
 
-// CloseIdleConnections calls CloseIdleConnections on rt if it has that
-// method. Middleware uses it to forward the call to the RoundTripper it
-// wraps, the way http.Client.CloseIdleConnections does.
+// CloseIdleConnections calls CloseIdleConnections on rt, or on the first
+// RoundTripper below it that has that method, walking through wrappers
+// that only expose WrappedRoundTripper, as apimachinery's
+// utilnet.CloseIdleConnectionsFor does: client-go's own wrappers, and from
+// v0.36 the tracked transport its cache hands a rest.Config's wrappers,
+// have no CloseIdleConnections of their own. Middleware uses it to forward
+// the call to the RoundTripper it wraps.
 func CloseIdleConnections(rt http.RoundTripper) {
-	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
+	for rt != nil {
+		switch t := rt.(type) {
+		case interface{ CloseIdleConnections() }:
+			t.CloseIdleConnections()
+			return
+		case interface{ WrappedRoundTripper() http.RoundTripper }:
+			rt = t.WrappedRoundTripper()
+		default:
+			return
+		}
 	}
 }
 

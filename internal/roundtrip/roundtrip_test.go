@@ -2,8 +2,11 @@ package roundtrip_test
 
 import (
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -45,5 +48,43 @@ func TestIsUpgrade(t *testing.T) {
 			req.Header["Connection"] = tt.give
 		}
 		assert.Equal(t, tt.want, roundtrip.IsUpgrade(req), "%q", tt.give)
+	}
+}
+
+// onlyWrapped exposes what it wraps but has no CloseIdleConnections, as
+// client-go's own wrappers and its v0.36+ tracked transport do.
+type onlyWrapped struct{ next http.RoundTripper }
+
+func (w onlyWrapped) RoundTrip(req *http.Request) (*http.Response, error) {
+	return w.next.RoundTrip(req)
+}
+func (w onlyWrapped) WrappedRoundTripper() http.RoundTripper { return w.next }
+
+// TestCloseIdleConnectionsWalksWrappers: the call reaches the pool through
+// wrappers that only expose WrappedRoundTripper, and closes the idle
+// connection the server sees.
+func TestCloseIdleConnectionsWalksWrappers(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed <- struct{}{}
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	rt := onlyWrapped{onlyWrapped{base}}
+	resp, err := (&http.Client{Transport: rt}).Get(srv.URL)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+
+	roundtrip.CloseIdleConnections(rt)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle connection is still open: CloseIdleConnections stopped at a wrapper")
 	}
 }
