@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -21,12 +23,14 @@ import (
 )
 
 // Driver manages the Sandboxes of one gateway in a set of namespaces. It
-// is safe for concurrent use. Close it to stop its Event recorder.
+// is safe for concurrent use. Close it to stop its Event recorder and
+// release its connections.
 type Driver struct {
 	gateway    string
 	namespaces []string
 	known      map[string]bool
 	opts       options
+	http       *http.Client // one pool for both clientsets
 	sandboxCS  versioned.Interface
 	kube       kubernetes.Interface
 	events     *recorder
@@ -73,20 +77,29 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 		return nil, err
 	}
 	var err error
-	if d.sandboxCS, err = versioned.NewForConfig(rc); err != nil {
+	if d.http, err = rest.HTTPClientFor(rc); err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
 	}
-	if d.kube, err = kubernetes.NewForConfig(rc); err != nil {
+	if d.sandboxCS, err = versioned.NewForConfigAndClient(rc, d.http); err != nil {
+		return nil, fmt.Errorf("driver: %w", err)
+	}
+	if d.kube, err = kubernetes.NewForConfigAndClient(rc, d.http); err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
 	}
 	d.events = newRecorder(d.kube, d.opts.driverName)
 	return d, nil
 }
 
-// Close stops the driver's Event recorder: writes under way finish, Events
-// not yet written are dropped. The driver's operations keep working;
+// Close stops the driver's Event recorder, then closes its idle
+// connections: writes under way finish, Events not yet written are
+// dropped. The driver's operations keep working, on new connections;
 // Events recorded after Close are dropped.
-func (d *Driver) Close() { d.events.shutdown() }
+func (d *Driver) Close() {
+	d.events.shutdown()
+	// client-go's outer wrappers do not forward CloseIdleConnections, so
+	// http.Client's would not reach the pool; this walks through them.
+	utilnet.CloseIdleConnectionsFor(d.http.Transport)
+}
 
 // Namespaces returns the namespaces the driver serves.
 func (d *Driver) Namespaces() []string { return append([]string(nil), d.namespaces...) }
