@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -23,8 +22,7 @@ import (
 )
 
 // Driver manages the Sandboxes of one gateway in a set of namespaces. It
-// is safe for concurrent use. Close it to stop its Event recorder and
-// release its connections.
+// is safe for concurrent use. Close it to stop its Event recorder.
 type Driver struct {
 	gateway    string
 	namespaces []string
@@ -90,16 +88,12 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 	return d, nil
 }
 
-// Close stops the driver's Event recorder, then closes its idle
-// connections: writes under way finish, Events not yet written are
-// dropped. The driver's operations keep working, on new connections;
-// Events recorded after Close are dropped.
-func (d *Driver) Close() {
-	d.events.shutdown()
-	// client-go's outer wrappers do not forward CloseIdleConnections, so
-	// http.Client's would not reach the pool; this walks through them.
-	utilnet.CloseIdleConnectionsFor(d.http.Transport)
-}
+// Close stops the driver's Event recorder: writes under way finish, Events
+// not yet written are dropped. The driver's operations keep working;
+// Events recorded after Close are dropped. It leaves the connections to
+// the pool they belong to: client-go shares one transport between every
+// client of the same TLS settings, and middleware never empties it.
+func (d *Driver) Close() { d.events.shutdown() }
 
 // Namespaces returns the namespaces the driver serves.
 func (d *Driver) Namespaces() []string { return append([]string(nil), d.namespaces...) }
