@@ -6,8 +6,9 @@
 #   timeout      imports only timeout: no k8s.io, sigs.k8s.io or Prometheus
 #                module may enter its graph.
 #   kubeadapter  imports kubeadapter beside client-go v0.34.0, the oldest
-#                release it supports: client-go, api and apimachinery must
-#                stay at v0.34.0.
+#                release it supports: no module of the graph the user had
+#                with client-go alone (client-go, api, apimachinery, x/net,
+#                logr, testify, ...) may come out at a higher version.
 #   driver       imports the driver: its graph is listed.
 #
 # It prints, for each, the number of modules in the graph and its k8s.io,
@@ -52,13 +53,18 @@ if grep -qE '^(k8s\.io|sigs\.k8s\.io)/|prometheus' "$scratch/timeout.graph"; the
 	status=1
 fi
 
-consumer kubeadapter "$kw/kubeadapter k8s.io/client-go/rest" k8s.io/client-go@v0.34.0 k8s.io/api@v0.34.0 k8s.io/apimachinery@v0.34.0
-for m in k8s.io/client-go k8s.io/api k8s.io/apimachinery; do
-	if ! grep -qx "$m v0.34.0" "$scratch/kubeadapter.graph"; then
-		echo "consumers: FAIL: kubeadapter raises the user's $m v0.34.0 to $(grep "^$m " "$scratch/kubeadapter.graph")" >&2
+clientgo="k8s.io/client-go@v0.34.0 k8s.io/api@v0.34.0 k8s.io/apimachinery@v0.34.0"
+# shellcheck disable=SC2086 # one argument per module
+consumer clientgo "k8s.io/client-go/rest" $clientgo
+# shellcheck disable=SC2086
+consumer kubeadapter "$kw/kubeadapter k8s.io/client-go/rest" $clientgo
+while read -r mod had _; do
+	got=$(awk -v m="$mod" '$1 == m { print $2 }' "$scratch/kubeadapter.graph")
+	if [[ -n $got && $got != "$had" && $(printf '%s\n%s\n' "$had" "$got" | sort -V | tail -1) == "$got" ]]; then
+		echo "consumers: FAIL: kubeadapter raises the user's $mod $had to $got" >&2
 		status=1
 	fi
-done
+done < <(grep -v '=>' "$scratch/clientgo.graph" | tail -n +2)
 
 consumer driver "$kw/driver"
 exit $status

@@ -3,10 +3,10 @@ module github.com/kubewire/kubewire/kubeadapter
 go 1.26.0
 
 require (
-	github.com/go-logr/logr v1.4.4
+	github.com/go-logr/logr v1.4.2
 	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
 	github.com/kubewire/kubewire/internal/kubetest v0.0.0-00010101000000-000000000000
-	github.com/stretchr/testify v1.12.1
+	github.com/stretchr/testify v1.10.0
 	k8s.io/api v0.34.0
 	k8s.io/apimachinery v0.34.0
 	k8s.io/client-go v0.34.0
@@ -36,12 +36,12 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/net v0.62.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.4 // indirect
+	golang.org/x/net v0.38.0 // indirect
 	golang.org/x/oauth2 v0.27.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/term v0.47.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/sys v0.31.0 // indirect
+	golang.org/x/term v0.30.0 // indirect
+	golang.org/x/text v0.23.0 // indirect
 	golang.org/x/time v0.9.0 // indirect
 	google.golang.org/protobuf v1.36.5 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
