@@ -17,30 +17,37 @@ GO_NEXT ?= go1.27.3
 
 # The repository's modules, as go.work lists them, and their packages.
 # `./...` stops at a nested module, so every target names them all.
+# The workspace is always this go.work, whatever GOWORK the caller has: with
+# it off, `go list -m` would name only the root, and the targets would
+# silently cover one module.
+export GOWORK := $(CURDIR)/go.work
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}' | sed 's|^$(CURDIR)|.|')
 PKGS := $(addsuffix /...,$(MODULES))
 
 # The client-go releases kubeadapter supports besides the one in its go.mod
-# (the oldest, v0.34.0) and the one the workspace selects (v0.37.2): each
-# runs kubeadapter's whole suite, API server tests included, on its own
-# (hack/clientgo.sh).
-CLIENTGO_RELEASES ?= v0.35.10 v0.36.6
+# (the oldest, v0.34.0): each runs kubeadapter's whole suite, API server
+# tests included, on its own (hack/clientgo.sh).
+CLIENTGO_RELEASES ?= v0.35.10 v0.36.6 v0.37.2
 
 # The timing-sensitive packages `make stress` runs under load.
-STRESS_PKGS ?= ./transport ./timeout ./pooltrace ./retry ./kubeadapter ./metrics ./driver/... ./internal/... ./cmd/...
+STRESS_PKGS ?= ./transport ./timeout ./pooltrace ./retry ./kubeadapter ./metrics ./driver/... ./internal/... ./internal/kubetest/... ./cmd/kubewire/...
 STRESS_COUNT ?= 20
 
 .PHONY: test test-go1.27 ci tidy vet envtest agentsandbox stress repro bench fmt soak clientgo consumers
 
-test: vet tidy consumers envtest agentsandbox
+# Checks of the go.mod files and of users' module graphs, which do not
+# depend on the Go release: the Go 1.27 run skips them.
+MODULE_CHECKS ?= tidy consumers
+
+test: vet $(MODULE_CHECKS) envtest agentsandbox
 	$(TEST_ENV) $(GO) test -race -count=1 $(PKGS)
 	$(MAKE) clientgo
 
 # The same suite on the next Go release. The envtest binaries are shared:
 # hack/envtest.sh always builds them with the Go in PATH. The client-go
-# matrix runs once, with the Go in PATH.
+# matrix and the module checks run once, with the Go in PATH.
 test-go1.27:
-	GOTOOLCHAIN=$(GO_NEXT) $(MAKE) test CLIENTGO_RELEASES= CLIENTGO_FLOOR=
+	GOTOOLCHAIN=$(GO_NEXT) $(MAKE) test CLIENTGO_RELEASES= CLIENTGO_FLOOR= MODULE_CHECKS=
 
 ci: test test-go1.27
 

@@ -68,7 +68,7 @@ func cloneApplies(cfg *rest.Config, c *config) error {
 	}
 	// client-go's transport.loadTLSFiles and tlsTransportCache.get.
 	if cfg.TLSClientConfig.CAFile != "" && len(cfg.TLSClientConfig.CAData) == 0 && caRotation() {
-		return fmt.Errorf(prefix+"client-go reloads the CA file %s (feature ClientsAllowCARotation) through a transport it swaps when the file changes, which a clone would not follow; give the CA as CAData", cfg.TLSClientConfig.CAFile)
+		return fmt.Errorf(prefix+"client-go (v0.36 and later, feature ClientsAllowCARotation) reloads the CA file %s through a transport it swaps when the file changes, which a clone would not follow; give the CA as CAData", cfg.TLSClientConfig.CAFile)
 	}
 	return nil
 }

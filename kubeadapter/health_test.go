@@ -281,10 +281,11 @@ func caFileServer(t *testing.T) (*httptest.Server, string) {
 // layer more than for the same CA given as data: a holder that swaps
 // transports. v0.34 and v0.35 read the file once.
 func reloadsCA(t *testing.T, caFile string) bool {
+	t.Helper()
 	ca, err := os.ReadFile(caFile)
 	require.NoError(t, err)
-	depth := func(tls rest.TLSClientConfig) (n int, base http.RoundTripper) {
-		cfg := &rest.Config{Host: "https://127.0.0.1:6443", TLSClientConfig: tls}
+	depth := func(tc rest.TLSClientConfig) (n int, base http.RoundTripper) {
+		cfg := &rest.Config{Host: "https://127.0.0.1:6443", TLSClientConfig: tc}
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			base = rt
 			return rt
@@ -327,8 +328,8 @@ func TestCAFileByRelease(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.EqualError(t, err, "kubeadapter: "+tt.name+" cannot apply: client-go reloads the CA file "+caFile+
-				" (feature ClientsAllowCARotation) through a transport it swaps when the file changes, which a clone would not follow; give the CA as CAData")
+			require.EqualError(t, err, "kubeadapter: "+tt.name+" cannot apply: client-go (v0.36 and later, feature ClientsAllowCARotation) reloads the CA file "+caFile+
+				" through a transport it swaps when the file changes, which a clone would not follow; give the CA as CAData")
 			assert.Nil(t, cfg.WrapTransport, "cfg changed on error")
 		})
 	}

@@ -533,6 +533,13 @@ func waitReady(ctx context.Context, p *process, ready func(context.Context) erro
 	defer tick.Stop()
 	for {
 		err := ready(ctx)
+		select {
+		case <-p.done:
+			// Exited: a check that passed reached another test binary's
+			// process, which took the port between freePorts and the bind.
+			return &startError{name: p.name, exited: true, err: p.exitErr(), output: p.tail.String()}
+		default:
+		}
 		if err == nil {
 			return nil
 		}

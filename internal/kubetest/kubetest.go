@@ -1,5 +1,6 @@
-// Package kubetest is the test rig of real parts that needs nothing but
-// client-go: a kube-apiserver and etcd started from the binaries in
+// Package kubetest is the test rig of real parts that needs no
+// Kubernetes module beyond client-go and its api and apimachinery: a
+// kube-apiserver and etcd started from the binaries in
 // KUBEBUILDER_ASSETS, which `make test` builds from Go modules, with the
 // flags controller-runtime's envtest gives them; a fault proxy in front of
 // it; and a fake kubelet that runs the pods, since there are no nodes. It
@@ -75,11 +76,12 @@ func StartWith(o Options) *Env {
 	return e
 }
 
-// Stop stops the API server.
-func (e *Env) Stop() {
-	if e.cp != nil {
-		_ = e.cp.stop()
+// Stop stops the API server and reports a process that crashed before.
+func (e *Env) Stop() error {
+	if e.cp == nil {
+		return nil
 	}
+	return e.cp.stop()
 }
 
 // RestartAPIServer stops kube-apiserver and starts it again on the same
@@ -218,12 +220,18 @@ func WriteKubeconfig(t testing.TB, cfg *rest.Config) string {
 func Main(m *testing.M, env **Env, crdPaths ...string) {
 	*env = Start(crdPaths...)
 	code := m.Run()
-	(*env).Stop()
+	// A crash of etcd or kube-apiserver during the tests shows here, with
+	// its last lines of output.
+	errs := []error{(*env).Stop()}
 	shared.mu.Lock()
 	for _, e := range shared.envs {
-		e.Stop()
+		errs = append(errs, e.Stop())
 	}
 	shared.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintln(os.Stderr, "kubetest:", err)
+		code = 1
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)

@@ -80,7 +80,8 @@ func RunController(t testing.TB, cfg *rest.Config, ns string) {
 		HealthProbeBindAddress: "0",
 		Logger:                 logr.Discard(),
 		// One namespace by field selector, not DefaultNamespaces: with
-		// DefaultNamespaces controller-runtime v0.25.2 builds its
+		// DefaultNamespaces controller-runtime (v0.25.2, which the
+		// workspace selects) builds its
 		// multi-namespace cache, whose informers and handler
 		// registrations each start a goroutine that waits for every
 		// namespace to sync and never ends if the manager stops first

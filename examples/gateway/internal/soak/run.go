@@ -191,7 +191,11 @@ func Run(t testing.TB, c Config, gw Gateway) *Report {
 		// server waits its 60s request timeout for open watches to end.
 		"shutdown-send-retry-after": "true",
 	}})
-	t.Cleanup(env.Stop)
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
 	admin := env.Config(t)
 	admin.Wrap(Stamp)
 	cs, err := kubernetes.NewForConfig(admin)
