@@ -360,7 +360,8 @@ func TestHTTP2HealthWarnsOnce(t *testing.T) {
 		resp, err := c.Get(srv.URL)
 		require.NoError(t, err, "the request still goes through client-go's transport")
 		require.NoError(t, resp.Body.Close())
-		c.CloseIdleConnections()
+		// client-go's outer wrappers do not forward http.Client's.
+		utilnet.CloseIdleConnectionsFor(c.Transport)
 	}
 	mu.Lock()
 	defer mu.Unlock()

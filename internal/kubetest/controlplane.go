@@ -33,16 +33,31 @@ import (
 	"time"
 )
 
+// startTimeoutEnv overrides the 60s that bound a whole start, retries
+// included, and a restart: envtest's variable, for a machine slower still.
+const startTimeoutEnv = "KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"
+
+// startTimeout is 60s, or a positive duration in startTimeoutEnv.
+func startTimeout() (time.Duration, error) {
+	v := os.Getenv(startTimeoutEnv)
+	if v == "" {
+		return 60 * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 2m", startTimeoutEnv, v)
+	}
+	return d, nil
+}
+
 const (
-	// startTimeout bounds a whole start, retries included, and a restart.
-	startTimeout = 60 * time.Second
 	// stopTimeout is envtest's default grace between SIGTERM and SIGKILL.
 	stopTimeout = 20 * time.Second
 	// pollInterval is envtest's default health-check interval.
 	pollInterval = 100 * time.Millisecond
 	// startAttempts: envtest retries a failed start (5 times), since a free
 	// port picked by closing a listener can be taken before the process
-	// binds it.
+	// binds it. Only that is retried: a bad flag fails again.
 	startAttempts = 3
 	// tailLines of a process's output go into a start error.
 	tailLines = 20
@@ -101,7 +116,11 @@ func startControlPlane(o controlPlaneOptions) (_ *controlPlane, err error) {
 		return nil, err
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	timeout, err := startTimeout()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var errs []error
 	for attempt := 1; ; attempt++ {
@@ -110,10 +129,11 @@ func startControlPlane(o controlPlaneOptions) (_ *controlPlane, err error) {
 			return c, nil
 		}
 		errs = append(errs, fmt.Errorf("attempt %d: %w", attempt, err))
-		// Only an early exit may be a lost port; a timeout or a bad binary
-		// would fail again.
+		// Only an exit on a port taken meanwhile is worth another try; a
+		// timeout, a bad flag or a bad binary would fail again.
 		var se *startError
-		if attempt == startAttempts || !errors.As(err, &se) || !se.exited || ctx.Err() != nil {
+		if attempt == startAttempts || !errors.As(err, &se) || !se.exited || ctx.Err() != nil ||
+			!strings.Contains(se.output, "address already in use") {
 			return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", o.BinDir, errors.Join(errs...))
 		}
 	}
@@ -267,7 +287,11 @@ func (c *controlPlane) restartAPIServer() error {
 		errs = append(errs, fmt.Errorf("stopping kube-apiserver: %w", err))
 	}
 	c.api = nil
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	timeout, err := startTimeout()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	api, err := c.startProcess("kube-apiserver", c.args)
 	if err == nil {
@@ -580,7 +604,7 @@ type startError struct {
 }
 
 func (e *startError) Error() string {
-	what := fmt.Sprintf("was not ready within %v", startTimeout)
+	what := "was not ready in time"
 	if e.exited {
 		what = "exited before it was ready"
 	}

@@ -140,6 +140,9 @@ func TestControlPlaneStartFails(t *testing.T) {
 	if !strings.Contains(err.Error(), "is not a valid cidr") {
 		t.Errorf("error lacks kube-apiserver's own words:\n%v", err)
 	}
+	if strings.Contains(err.Error(), "attempt 2") {
+		t.Errorf("a bad flag was tried again:\n%v", err)
+	}
 	if left, err := os.ReadDir(tmp); err != nil || len(left) > 0 {
 		t.Errorf("left in TMPDIR: %v %v", left, err)
 	}

@@ -41,7 +41,9 @@ type Env struct {
 
 // Options configure [StartWith].
 type Options struct {
-	// CRDPaths are installed once the API server runs.
+	// CRDPaths are files of CRDs, one or more YAML documents each (not
+	// directories, which envtest also took), installed once the API
+	// server runs.
 	CRDPaths []string
 	// APIServerArgs are kube-apiserver flags, by name without dashes, set
 	// over the defaults.
