@@ -20,6 +20,9 @@ for v in "$@"; do
 		cp go.mod "$modfile"
 		cp go.sum "${modfile%.mod}.sum"
 		go get -modfile="$modfile" "k8s.io/client-go@$v" "k8s.io/api@$v" "k8s.io/apimachinery@$v"
+		# go get records no go.sum line for a package that moved into a
+		# module of its own (go-openapi/swag at v0.37.2); tidy does.
+		go mod tidy -modfile="$modfile"
 	fi
 	got=$(go list -modfile="$modfile" -m -f '{{.Version}}' k8s.io/client-go)
 	if [[ $got != "$v" && ($v != floor || $got != "$floor") ]]; then
