@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"sync"
 
@@ -28,7 +27,6 @@ type Driver struct {
 	namespaces []string
 	known      map[string]bool
 	opts       options
-	http       *http.Client // one pool for both clientsets
 	sandboxCS  versioned.Interface
 	kube       kubernetes.Interface
 	events     *recorder
@@ -74,14 +72,15 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 	if err := kubeadapter.Apply(rc, append([]kubeadapter.Option{kubeadapter.WithLogger(d.opts.logger)}, d.opts.adapter...)...); err != nil {
 		return nil, err
 	}
-	var err error
-	if d.http, err = rest.HTTPClientFor(rc); err != nil {
+	// One HTTP client, and so one pool, for both clientsets.
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
 	}
-	if d.sandboxCS, err = versioned.NewForConfigAndClient(rc, d.http); err != nil {
+	if d.sandboxCS, err = versioned.NewForConfigAndClient(rc, hc); err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
 	}
-	if d.kube, err = kubernetes.NewForConfigAndClient(rc, d.http); err != nil {
+	if d.kube, err = kubernetes.NewForConfigAndClient(rc, hc); err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
 	}
 	d.events = newRecorder(d.kube, d.opts.driverName)
