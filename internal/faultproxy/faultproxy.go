@@ -193,13 +193,6 @@ func (p *Proxy) observe(f Fault) {
 	}
 }
 
-// Open reports how many client connections are open now.
-func (p *Proxy) Open() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.clients)
-}
-
 // ResetAll resets (TCP RST) every client connection open now, as a load
 // balancer dropping its flows or a server restart does, and reports how
 // many it reset. Each reset connection's server side is closed too.
