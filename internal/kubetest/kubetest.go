@@ -135,7 +135,8 @@ func installCRDs(cfg *rest.Config, paths []string) error {
 			}
 		}
 	}
-	var want []string // group/version/plural
+	type served struct{ groupVersion, plural string }
+	var want []served
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -160,13 +161,13 @@ func installCRDs(cfg *rest.Config, paths []string) error {
 			}
 			for _, v := range c.Spec.Versions {
 				if v.Served {
-					want = append(want, c.Spec.Group+"/"+v.Name+"/"+c.Spec.Names.Plural)
+					want = append(want, served{c.Spec.Group + "/" + v.Name, c.Spec.Names.Plural})
 				}
 			}
 		}
 	}
-	for _, gvr := range want {
-		gv, plural := filepath.Dir(gvr), filepath.Base(gvr)
+	for _, w := range want {
+		gv, plural := w.groupVersion, w.plural
 		for {
 			var list struct{ Resources []struct{ Name string } }
 			raw, err := rc.Get().AbsPath("/apis/" + gv).DoRaw(ctx)
@@ -176,7 +177,7 @@ func installCRDs(cfg *rest.Config, paths []string) error {
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("CRD %s not served by discovery after a minute: %w", gvr, errors.Join(err, ctx.Err()))
+				return fmt.Errorf("CRD %s/%s not served by discovery after a minute: %w", gv, plural, errors.Join(err, ctx.Err()))
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
