@@ -3,7 +3,6 @@ package driver_test
 import (
 	"context"
 	"errors"
-	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -12,22 +11,22 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 )
 
 func TestMain(m *testing.M) {
-	runMain(m)
+	drivertest.Main(m)
 }
 
 func TestInvalidInputSendsNothing(t *testing.T) {
-	a := newAPIServer(t, "v1beta1")
-	d := newDriver(t, a, nil)
+	a := drivertest.NewAPIServer(t, "v1beta1")
+	d := drivertest.NewDriver(t, a, nil)
 	ctx := context.Background()
 	tests := []struct {
 		name    string
@@ -52,16 +51,16 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.wantMsg)
 		})
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	assert.Empty(t, a.requests, "invalid input reached the API server")
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
+	assert.Empty(t, a.Requests, "invalid input reached the API server")
 }
 
 // TestCreateRejectsBadTemplate: what the Sandbox CRD would reject fails
 // before anything is sent, naming the field and the value.
 func TestCreateRejectsBadTemplate(t *testing.T) {
-	a := newAPIServer(t, "v1beta1")
-	d := newDriver(t, a, nil)
+	a := drivertest.NewAPIServer(t, "v1beta1")
+	d := drivertest.NewDriver(t, a, nil)
 	ctr := func(names ...string) driver.CreateSpec {
 		var spec driver.CreateSpec
 		for _, n := range names {
@@ -87,7 +86,7 @@ func TestCreateRejectsBadTemplate(t *testing.T) {
 			assert.ErrorContains(t, err, tt.wantMsg)
 		})
 	}
-	assert.Zero(t, a.total(), "bad input reached the API server")
+	assert.Zero(t, a.Total(), "bad input reached the API server")
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
@@ -109,126 +108,41 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestNewReconcilerRejectsBadOptions(t *testing.T) {
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
-	require.NoError(t, err)
-	defer d.Close()
-	le := func(f func(*driver.LeaderElection)) driver.ReconcilerOption {
-		le := driver.LeaderElection{Namespace: "a", Name: "gw-reconciler"}
-		f(&le)
-		return driver.WithLeaderElection(le)
-	}
-	tests := []struct {
-		give driver.ReconcilerOption
-		want string
-	}{
-		{driver.WithPeriod(200 * time.Millisecond), "driver: WithPeriod must be at least 1s, got 200ms"},
-		{driver.WithPeriod(0), "driver: WithPeriod must be at least 1s, got 0s"},
-		{driver.WithJitter(0.7), "driver: WithJitter must be between 0.1 and 0.5, got 0.7"},
-		{driver.WithJitter(0), "driver: WithJitter must be between 0.1 and 0.5, got 0"},
-		{driver.WithJitter(math.NaN()), "driver: WithJitter must be between 0.1 and 0.5, got NaN"},
-		{driver.WithBootstrapGrace(0), "driver: WithBootstrapGrace must be positive, got 0s"},
-		{driver.WithBootstrapGrace(-time.Minute), "driver: WithBootstrapGrace must be positive, got -1m0s"},
-		{driver.WithWorkers(0), "driver: WithWorkers must be at least 1, got 0"},
-		{driver.WithWriteLimit(0, 10), "driver: WithWriteLimit qps must be positive, got 0"},
-		{driver.WithWriteLimit(-5, 10), "driver: WithWriteLimit qps must be positive, got -5"},
-		{driver.WithWriteLimit(math.NaN(), 10), "driver: WithWriteLimit qps must be positive, got NaN"},
-		{driver.WithWriteLimit(50, 0), "driver: WithWriteLimit burst must be at least 1, got 0"},
-		{driver.WithObserver(nil), "driver: WithObserver must not be nil"},
-		{driver.WithActionObserver(nil), "driver: WithActionObserver must not be nil"},
-		{driver.WithReconcilerHook(nil), "driver: WithReconcilerHook must not be nil"},
-		{le(func(le *driver.LeaderElection) { le.Namespace = "Bad_NS" }), `driver: WithLeaderElection Namespace "Bad_NS" is not a valid namespace name`},
-		{le(func(le *driver.LeaderElection) { le.Name = "" }), `driver: WithLeaderElection Name "" is not a valid object name`},
-		{le(func(le *driver.LeaderElection) { le.LeaseDuration = -time.Second }), "driver: WithLeaderElection LeaseDuration must be positive, got -1s"},
-		{le(func(le *driver.LeaderElection) { le.RenewDeadline = -time.Second }), "driver: WithLeaderElection RenewDeadline must be positive, got -1s"},
-		{le(func(le *driver.LeaderElection) { le.RetryPeriod = -time.Second }), "driver: WithLeaderElection RetryPeriod must be positive, got -1s"},
-		{le(func(le *driver.LeaderElection) { le.LeaseDuration = 10 * time.Second }), "driver: WithLeaderElection LeaseDuration 10s must exceed RenewDeadline 10s"},
-		{le(func(le *driver.LeaderElection) { le.RetryPeriod = 9 * time.Second }), "driver: WithLeaderElection RenewDeadline 10s must exceed 1.2 times RetryPeriod 9s"},
-		{le(func(le *driver.LeaderElection) { le.RetryPeriod = math.MaxInt64 }), "driver: WithLeaderElection RenewDeadline 10s must exceed 1.2 times RetryPeriod 2562047h47m16.854775807s"},
-		{le(func(le *driver.LeaderElection) {
-			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = math.MaxInt64, math.MaxInt64-1, time.Second
-		}), "driver: WithLeaderElection LeaseDuration must be at most 596523h14m7s (a Lease holds it in int32 seconds), got 2562047h47m16.854775807s"},
-		{driver.ReconcilerOptions(driver.WithWorkers(2), nil, driver.WithJitter(0.7)), "driver: WithJitter must be between 0.1 and 0.5, got 0.7"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.want, func(t *testing.T) {
-			hooked := false
-			r, err := driver.NewReconciler(d, driver.WithReconcilerHook(func(*driver.Reconciler) { hooked = true }), tt.give)
-			assert.EqualError(t, err, tt.want)
-			assert.Nil(t, r)
-			assert.False(t, hooked, "a hook ran for a reconciler that was never returned")
-		})
-	}
-	_, err = driver.NewReconciler(nil)
-	assert.EqualError(t, err, "driver: NewReconciler: nil *Driver")
-}
-
-// TestReconcilerOptions: the bounds themselves are valid, nil options are
-// skipped, bundled options apply in order, hooks see the reconciler that
-// NewReconciler returns, and +Inf is rate.Inf.
-func TestReconcilerOptions(t *testing.T) {
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
-	require.NoError(t, err)
-	defer d.Close()
-	var hooked []*driver.Reconciler
-	hook := driver.WithReconcilerHook(func(r *driver.Reconciler) { hooked = append(hooked, r) })
-	r, err := driver.NewReconciler(d, nil,
-		driver.WithPeriod(time.Second), driver.WithJitter(0.1), driver.WithJitter(0.5),
-		driver.WithBootstrapGrace(time.Nanosecond), driver.WithWorkers(1), driver.WithWriteLimit(math.Inf(1), 1),
-		driver.WithLeaderElection(driver.LeaderElection{Namespace: "a", Name: "gw-reconciler"}),
-		driver.ReconcilerOptions(hook, driver.WithWriteLimit(0.5, 1)), hook)
-	require.NoError(t, err)
-	assert.Equal(t, []*driver.Reconciler{r, r}, hooked)
-	qps, burst := driver.WriteLimit(r)
-	assert.Equal(t, rate.Limit(0.5), qps, "the later option wins")
-	assert.Equal(t, 1, burst)
-
-	r, err = driver.NewReconciler(d, driver.WithWriteLimit(math.Inf(1), 1))
-	require.NoError(t, err)
-	qps, _ = driver.WriteLimit(r)
-	assert.Equal(t, rate.Inf, qps)
-}
-
 func TestStopIsANoOpWhenStopped(t *testing.T) {
-	a := staleFixture(t, "v1beta1", false)
-	d := newDriver(t, a, nil)
+	a := drivertest.StaleFixture(t, "v1beta1", false)
+	d := drivertest.NewDriver(t, a, nil)
 	s, err := d.Stop(context.Background(), "team-a", "sb-0")
 	require.NoError(t, err)
 	assert.Equal(t, driver.PhaseStopped, s.Phase)
-	assert.Zero(t, a.mutations(), "a patch that would change nothing is not sent")
+	assert.Zero(t, a.Mutations(), "a patch that would change nothing is not sent")
 }
 
 func TestStartRecordsCurrentFence(t *testing.T) {
-	a := staleFixture(t, "v1beta1", false)
-	d := newDriver(t, a, nil)
+	a := drivertest.StaleFixture(t, "v1beta1", false)
+	d := drivertest.NewDriver(t, a, nil)
 	s, err := d.Start(context.Background(), "team-a", "sb-1")
 	require.NoError(t, err)
 	assert.True(t, s.Running)
 	assert.Equal(t, driver.Fence{UID: "fence-a", Generation: 2}, s.Fence)
 	assert.False(t, s.BootstrapStarted.IsZero())
-	assert.Equal(t, 1, a.count("PATCH patch"))
-
-	// Started under the current fence: the reconciler leaves it alone.
-	stats, err := newReconciler(t, d).Pass(context.Background())
-	require.NoError(t, err)
-	assert.Zero(t, stats.Actions)
+	assert.Equal(t, 1, a.Count("PATCH patch"))
 }
 
 func TestGetNotOwned(t *testing.T) {
-	a := staleFixture(t, "v1beta1", true)
-	a.mu.Lock()
-	a.sandboxes["team-a/sb-0"]["metadata"].(map[string]any)["labels"] = map[string]any{driver.LabelGateway: "other"}
-	a.mu.Unlock()
-	d := newDriver(t, a, nil)
+	a := drivertest.StaleFixture(t, "v1beta1", true)
+	a.Mu.Lock()
+	a.Sandboxes["team-a/sb-0"]["metadata"].(map[string]any)["labels"] = map[string]any{driver.LabelGateway: "other"}
+	a.Mu.Unlock()
+	d := drivertest.NewDriver(t, a, nil)
 	_, err := d.Stop(context.Background(), "team-a", "sb-0")
 	require.Error(t, err)
 	assert.Equal(t, driver.KindPrecondition, driver.KindOf(err))
-	assert.Zero(t, a.mutations(), "a sandbox of another gateway is not touched")
+	assert.Zero(t, a.Mutations(), "a sandbox of another gateway is not touched")
 }
 
 func TestGetNotFound(t *testing.T) {
-	a := staleFixture(t, "v1beta1", true)
-	d := newDriver(t, a, nil)
+	a := drivertest.StaleFixture(t, "v1beta1", true)
+	d := drivertest.NewDriver(t, a, nil)
 	_, err := d.Get(context.Background(), "team-a", "missing")
 	assert.Equal(t, driver.KindNotFound, driver.KindOf(err))
 	assert.Contains(t, err.Error(), "driver: get sandbox team-a/missing: not found")
@@ -237,23 +151,23 @@ func TestGetNotFound(t *testing.T) {
 // TestErrorKeepsChain: a timeout keeps context.DeadlineExceeded, the
 // kubewire timeout error and the connection facts in the driver's error.
 func TestErrorKeepsChain(t *testing.T) {
-	a := staleFixture(t, "v1beta1", true)
+	a := drivertest.StaleFixture(t, "v1beta1", true)
 	var attempts atomic.Int32
-	d := newDriver(t, a, nil, driver.WithAdapterOptions(
+	d := drivertest.NewDriver(t, a, nil, driver.WithAdapterOptions(
 		kubeadapter.WithTimeout(200*time.Millisecond),
 		kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: func(pooltrace.Attempt) { attempts.Add(1) }}),
 	))
 	_, err := d.Get(context.Background(), "team-a", "sb-0") // warm the pool
 	require.NoError(t, err)
-	a.mu.Lock()
-	a.fail = func(w http.ResponseWriter, r *http.Request) bool {
+	a.Mu.Lock()
+	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPatch {
 			<-r.Context().Done()
 			return true
 		}
 		return false
 	}
-	a.mu.Unlock()
+	a.Mu.Unlock()
 	_, err = d.Stop(context.Background(), "team-a", "sb-0")
 	require.Error(t, err)
 	assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
@@ -268,29 +182,29 @@ func TestErrorKeepsChain(t *testing.T) {
 // TestDeleteGoneIsSuccess: the first DELETE runs but its answer is lost;
 // the retried DELETE finds the sandbox gone, which is success.
 func TestDeleteGoneIsSuccess(t *testing.T) {
-	a := staleFixture(t, "v1beta1", true)
-	d := newDriver(t, a, nil)
+	a := drivertest.StaleFixture(t, "v1beta1", true)
+	d := drivertest.NewDriver(t, a, nil)
 	var deletes atomic.Int32
-	a.mu.Lock()
-	a.fail = func(w http.ResponseWriter, r *http.Request) bool {
+	a.Mu.Lock()
+	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method != http.MethodDelete {
 			return false
 		}
-		assert.Contains(t, r.Header.Get("Content-Type")+readBody(r), "uid-sb-0", "the delete carries a uid precondition")
+		assert.Contains(t, r.Header.Get("Content-Type")+drivertest.ReadBody(r), "uid-sb-0", "the delete carries a uid precondition")
 		if deletes.Add(1) == 1 {
-			a.mu.Lock()
-			delete(a.sandboxes, "team-a/sb-0")
-			a.mu.Unlock()
+			a.Mu.Lock()
+			delete(a.Sandboxes, "team-a/sb-0")
+			a.Mu.Unlock()
 			c, _, err := http.NewResponseController(w).Hijack()
 			if err == nil {
 				_ = c.Close() // executed, answer lost
 			}
 			return true
 		}
-		status(w, 404, "NotFound", "sandboxes not found")
+		drivertest.Status(w, 404, "NotFound", "sandboxes not found")
 		return true
 	}
-	a.mu.Unlock()
+	a.Mu.Unlock()
 	require.NoError(t, d.Delete(context.Background(), "team-a", "sb-0"))
 	assert.EqualValues(t, 2, deletes.Load(), "the marked delete was retried")
 }

@@ -9,38 +9,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// LiveFence is what a reconcile pass knows about a namespace's fence.
-type LiveFence struct {
-	// Known is false when the fence could not be read: nothing may be
-	// decided from it.
-	Known bool
-	// Present is false when the API server said the policy does not exist.
-	Present bool
-	Fence   Fence
-}
-
-// readFence reads the live fence of ns. A 404 is an answer (the fence is
-// absent); any other failure leaves it unknown.
-func (d *Driver) readFence(ctx context.Context, ns string) (LiveFence, error) {
+// readFence reads the live fence of ns and whether it is present. A 404
+// is an answer (the fence is absent); any other failure leaves it unknown.
+func (d *Driver) readFence(ctx context.Context, ns string) (Fence, bool, error) {
 	np, err := d.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, d.opts.fenceName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return LiveFence{Known: true}, nil
+		return Fence{}, false, nil
 	case err != nil:
-		return LiveFence{}, err
+		return Fence{}, false, err
 	}
-	return LiveFence{Known: true, Present: true, Fence: Fence{UID: np.UID, Generation: np.Generation}}, nil
+	return Fence{UID: np.UID, Generation: np.Generation}, true, nil
 }
 
 // ensureFence returns the fence of ns, creating it if it is absent. The
 // policy denies egress to every pod of the namespace.
 func (d *Driver) ensureFence(ctx context.Context, ns string) (Fence, error) {
-	live, err := d.readFence(ctx, ns)
+	fence, present, err := d.readFence(ctx, ns)
 	if err != nil {
 		return Fence{}, err
 	}
-	if live.Present {
-		return live.Fence, nil
+	if present {
+		return fence, nil
 	}
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: d.opts.fenceName, Namespace: ns, Labels: map[string]string{LabelManagedBy: d.opts.driverName}},
@@ -51,14 +41,14 @@ func (d *Driver) ensureFence(ctx context.Context, ns string) (Fence, error) {
 	}
 	created, err := d.kube.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		live, err = d.readFence(ctx, ns)
+		fence, present, err = d.readFence(ctx, ns)
 		if err != nil {
 			return Fence{}, err
 		}
-		if !live.Present {
+		if !present {
 			return Fence{}, fmt.Errorf("fence %s/%s was created and removed concurrently", ns, d.opts.fenceName)
 		}
-		return live.Fence, nil
+		return fence, nil
 	}
 	if err != nil {
 		return Fence{}, err

@@ -171,13 +171,13 @@ func (d *Driver) checkPods(ctx context.Context, sandboxes []*Sandbox) error {
 		pod, err := d.kube.CoreV1().Pods(s.Namespace).Get(ctx, s.podName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			s.Pod = PodAbsent
+			s.pod = podAbsent
 		case err != nil:
 			return err
 		case metav1.IsControlledBy(pod, &metav1.ObjectMeta{UID: s.UID}):
-			s.Pod = PodPresent
+			s.pod = podPresent
 		default:
-			s.Pod = PodNotOwned
+			s.pod = podNotOwned
 		}
 		*s = withPhase(*s)
 	}

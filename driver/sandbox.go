@@ -39,14 +39,6 @@ const (
 	PhaseError    Phase = "Error"
 )
 
-// Reasons the driver reports beside a phase that come from the pod rather
-// than from a Sandbox condition.
-const (
-	// ReasonUnschedulable is the pod's PodScheduled=False reason, which
-	// agent-sandbox v0.5.6+ mirrors on the sandbox.
-	ReasonUnschedulable = corev1.PodReasonUnschedulable
-)
-
 // Fence identifies a fence NetworkPolicy: the pair the API server assigns.
 type Fence struct {
 	UID        types.UID
@@ -56,22 +48,22 @@ type Fence struct {
 // IsZero reports whether f names no policy.
 func (f Fence) IsZero() bool { return f.UID == "" }
 
-// PodState is what the driver knows of a stopped v1alpha1 sandbox's pod.
+// podState is what the driver knows of a stopped v1alpha1 sandbox's pod.
 // Controllers up to v0.4.x report Ready=True for a sandbox with replicas 0
 // whether or not its pod is still terminating, so only the pod itself tells
 // Stopping from Stopped.
-type PodState int
+type podState int
 
 const (
-	// PodNotChecked: the pod was not looked up (not needed, or v1beta1).
-	PodNotChecked PodState = iota
-	// PodPresent: the sandbox's pod still exists.
-	PodPresent
-	// PodAbsent: the API server says the sandbox's pod does not exist.
-	PodAbsent
-	// PodNotOwned: a pod of that name exists but the sandbox does not own
+	// podNotChecked: the pod was not looked up (not needed, or v1beta1).
+	podNotChecked podState = iota
+	// podPresent: the sandbox's pod still exists.
+	podPresent
+	// podAbsent: the API server says the sandbox's pod does not exist.
+	podAbsent
+	// podNotOwned: a pod of that name exists but the sandbox does not own
 	// it; the controller will not delete it, so the stop cannot complete.
-	PodNotOwned
+	podNotOwned
 )
 
 // Sandbox is the driver's view of a Sandbox resource of either served
@@ -97,8 +89,8 @@ type Sandbox struct {
 	// HasStatus reports whether the controller has written any status.
 	HasStatus  bool
 	Conditions []metav1.Condition
-	// Pod is checked only for a stopped v1alpha1 sandbox; see [PodState].
-	Pod   PodState
+	// Phase is derived from the intent and the conditions the controller
+	// wrote for the current generation; see the package doc.
 	Phase Phase
 	// Reason and Message explain Phase: the reason and message of the
 	// current condition it was derived from, for example PodNotOwned for a
@@ -109,6 +101,8 @@ type Sandbox struct {
 
 	labels  map[string]string
 	podName string
+	// pod is checked only for a stopped v1alpha1 sandbox.
+	pod podState
 }
 
 // condition returns the condition of type t that describes the current
@@ -130,7 +124,7 @@ func (s *Sandbox) condition(t sandboxv1beta1.ConditionType) *metav1.Condition {
 	return nil
 }
 
-// DerivePhase derives a sandbox's phase from its intent and the conditions
+// derive derives a sandbox's phase from its intent and the conditions
 // the controller wrote for the current generation. It is pure. The first
 // match wins:
 //
@@ -163,12 +157,7 @@ func (s *Sandbox) condition(t sandboxv1beta1.ConditionType) *metav1.Condition {
 // Ready is authoritative while running: a stale Suspended=True next to
 // Ready=True (v0.5.0 to v0.5.3 after a resume) does not make a sandbox
 // Stopped. While stopped it is not: v0.4.x reports Ready=True for replicas 0.
-func DerivePhase(s Sandbox) Phase {
-	p, _ := derive(&s)
-	return p
-}
-
-// derive returns the phase and the condition that decided it, if any.
+// It returns the phase and the condition that decided it, if any.
 func derive(s *Sandbox) (Phase, *metav1.Condition) {
 	if s.Deleting {
 		return PhaseDeleting, nil
@@ -200,10 +189,10 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 			return PhaseError, suspended
 		case suspended != nil:
 			return PhaseStopping, suspended
-		case s.Pod == PodAbsent:
+		case s.pod == podAbsent:
 			return PhaseStopped, nil
-		case s.Pod == PodNotOwned:
-			return PhaseError, &podNotOwned
+		case s.pod == podNotOwned:
+			return PhaseError, &podNotOwnedCondition
 		}
 		return PhaseStopping, nil
 	}
@@ -230,7 +219,7 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 		// SandboxSuspended while the intent is running: the controller
 		// has not yet started the pod again.
 		if sched := s.condition(sandboxv1beta1.SandboxConditionPodScheduled); sched != nil &&
-			sched.Status == metav1.ConditionFalse && sched.Reason == ReasonUnschedulable {
+			sched.Status == metav1.ConditionFalse && sched.Reason == corev1.PodReasonUnschedulable {
 			return notYet, sched
 		}
 		return notYet, ready
@@ -242,9 +231,9 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 // reconcile failed; agent-sandbox has no constant for it.
 const reasonReconcilerError = "ReconcilerError"
 
-// podNotOwned explains a v1alpha1 stop that cannot complete, in the words
+// podNotOwnedCondition explains a v1alpha1 stop that cannot complete, in the words
 // v0.5+ controllers use for it.
-var podNotOwned = metav1.Condition{
+var podNotOwnedCondition = metav1.Condition{
 	Reason:  sandboxv1beta1.SandboxReasonSuspendedPodNotOwned,
 	Message: "a pod of the sandbox's name exists that the sandbox does not own; the controller will not delete it",
 }

@@ -1,11 +1,12 @@
-// Package drivermetrics exports the work of a [driver.Reconciler] as
-// Prometheus metrics. Package driver exposes observer hooks and imports no
-// metrics library; this package turns the hooks into collectors that a
-// user registers on a registry of their own:
+// Package drivermetrics exports the work of a [reconciler.Reconciler] as
+// Prometheus metrics. Package reconciler imports no metrics library; this
+// package is its [reconciler.Observer] and its work queue's
+// workqueue.MetricsProvider, as collectors that a user registers on a
+// registry of their own:
 //
 //	m := drivermetrics.New()
 //	reg.MustRegister(m)
-//	rec, err := driver.NewReconciler(d, m.Option())
+//	rec, err := reconciler.New(d, reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
 //
 // # Metrics
 //
@@ -13,17 +14,21 @@
 // only label is action, whose values are fixed; no metric carries a URL,
 // host, namespace or sandbox name.
 //
-//	kubewire_reconciler_passes_total                counter    full passes, Run's resyncs included
-//	kubewire_reconciler_pass_duration_seconds       histogram  duration of a full pass
-//	kubewire_reconciler_actions_total{action}       counter    actions carried out: suspend, rollback, clear_bootstrap
-//	kubewire_reconciler_warnings_total              counter    actions that warned (a warning log line and an Event)
-//	kubewire_reconciler_errors_total                counter    failed reads and writes
-//	kubewire_reconciler_queue_depth                 gauge      sandboxes waiting in Run's work queue
-//	kubewire_reconciler_fence_to_suspend_seconds    histogram  fence change observed to suspension written
+//	kubewire_reconciler_passes_total                 counter    passes (Reconciler.Pass)
+//	kubewire_reconciler_pass_duration_seconds        histogram  duration of a pass
+//	kubewire_reconciler_actions_total{action}        counter    actions carried out: suspend, rollback, clear_bootstrap
+//	kubewire_reconciler_warnings_total               counter    actions that warned (a warning log line and an Event)
+//	kubewire_reconciler_errors_total                 counter    failed reads and writes
+//	kubewire_reconciler_fence_to_suspend_seconds     histogram  fence change observed to suspension written
+//	kubewire_reconciler_queue_depth                  gauge      sandboxes waiting in Run's work queue
+//	kubewire_reconciler_queue_adds_total             counter    sandboxes queued: by an event, a resync or a retry
+//	kubewire_reconciler_queue_retries_total          counter    sandboxes queued again with backoff
+//	kubewire_reconciler_queue_latency_seconds        histogram  wait in the queue before a worker took it
+//	kubewire_reconciler_queue_work_duration_seconds  histogram  a worker's time on one sandbox
 //
-// Actions, warnings and errors count what passes and Run's event-driven
-// workers do alike, each once ([driver.ActionEvent]): a pass that suspends
-// five sandboxes adds one to passes_total and five to
+// Actions, warnings and errors count what passes and Run's workers do
+// alike, each once ([reconciler.ActionEvent]): a pass that suspends five
+// sandboxes adds one to passes_total and five to
 // actions_total{action="suspend"}. errors_total counts each error a pass
 // returns (a namespace it could not read, a sandbox it could not write) and
 // each sandbox Run's workers queue again after a failure (its fence
@@ -34,12 +39,12 @@
 // fence_to_suspend_seconds observes one suspension per sandbox and fence
 // change that Run's informers saw: from the fence's watch event to the
 // suspension written, through any retries. Suspensions that answer no
-// observed fence change (a pass outside Run, a fence found missing at
-// start-up) count in actions_total only. The histograms' buckets run from
-// 5 ms to 10 minutes: at the default 50 writes a second, a fence change
-// over 30,000 sandboxes takes 10 minutes to answer.
+// observed fence change (a pass, a fence found missing at start-up) count
+// in actions_total only. The histograms' buckets run from 5 ms to 10
+// minutes: at the default 50 writes a second, a fence change over 30,000
+// sandboxes takes 10 minutes to answer.
 //
-// client-go's workqueue_* metrics of Run's queue (named "kubewire-driver")
-// come from client-go's workqueue metrics provider, not from this package;
-// see package driver.
+// The queue metrics are the sum over every reconciler a Metrics is wired
+// to. client-go's unfinished-work and longest-running-processor gauges are
+// not exported: each queue sets them, and they do not add up.
 package drivermetrics

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/drivermetrics"
+	"github.com/kubewire/kubewire/driver/reconciler"
 )
 
 // The reconciler of a gateway, with its metrics on a registry of the
@@ -31,7 +32,7 @@ func Example() {
 	m := drivermetrics.New()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
-	rec, err := driver.NewReconciler(d, m.Option())
+	rec, err := reconciler.New(d, reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
 	if err != nil {
 		log.Fatal(err)
 	}

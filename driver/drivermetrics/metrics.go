@@ -1,11 +1,10 @@
 package drivermetrics
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
 
-	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/reconciler"
 )
 
 const (
@@ -13,49 +12,67 @@ const (
 	subsystem = "reconciler"
 )
 
-// buckets run from 5 ms to 10 minutes, for both the duration of a pass
-// and the time from a fence change to a suspension.
+// buckets run from 5 ms to 10 minutes, for the duration of a pass, the
+// time from a fence change to a suspension and the queue's waits.
 var buckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
 // Metrics is a prometheus.Collector of the metrics of the reconcilers it
-// is wired to with [Metrics.Option]. Make it with [New]; the zero value is
-// not usable. It is safe for concurrent use.
+// is wired to: it is their [reconciler.Observer] ([reconciler.WithObserver])
+// and their work queue's workqueue.MetricsProvider
+// ([reconciler.WithQueueMetrics]). Make it with [New]; the zero value is
+// not usable. It is safe for concurrent use. Wired to several
+// reconcilers, it counts their sum.
 type Metrics struct {
 	passes         prometheus.Counter
 	passDuration   prometheus.Histogram
 	actions        *prometheus.CounterVec
-	byAction       map[driver.ActionType]prometheus.Counter
+	byAction       map[reconciler.ActionType]prometheus.Counter
 	warnings       prometheus.Counter
 	errors         prometheus.Counter
-	queueDepth     prometheus.GaugeFunc
 	fenceToSuspend prometheus.Histogram
-
-	mu          sync.Mutex
-	reconcilers []*driver.Reconciler
+	queueDepth     prometheus.Gauge
+	queueAdds      prometheus.Counter
+	queueRetries   prometheus.Counter
+	queueLatency   prometheus.Histogram
+	workDuration   prometheus.Histogram
 }
 
+var (
+	_ reconciler.Observer       = (*Metrics)(nil)
+	_ workqueue.MetricsProvider = (*Metrics)(nil)
+)
+
 // New returns the collectors, every count at zero. Register it on a
-// registry, then wire it to a reconciler with [Metrics.Option].
+// registry, then give it to [reconciler.New] with [reconciler.WithObserver]
+// and [reconciler.WithQueueMetrics].
 func New() *Metrics {
 	m := &Metrics{
-		passes: prometheus.NewCounter(prometheus.CounterOpts(opts("passes_total",
-			"Full reconcile passes over every sandbox, the periodic resyncs of Run included."))),
+		passes: counter("passes_total",
+			"Reconcile passes (Reconciler.Pass) over every sandbox."),
 		passDuration: histogram("pass_duration_seconds",
-			"Duration of a full reconcile pass, in seconds."),
+			"Duration of a reconcile pass, in seconds."),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts(opts("actions_total",
 			"Actions the reconciler carried out on sandboxes, by action: suspend (fence changed or missing), rollback (bootstrap failed past its grace period), clear_bootstrap.")),
 			[]string{"action"}),
-		warnings: prometheus.NewCounter(prometheus.CounterOpts(opts("warnings_total",
-			"Actions that were transitions worth a warning and an Event."))),
-		errors: prometheus.NewCounter(prometheus.CounterOpts(opts("errors_total",
-			"Failed reads and writes of the reconciler, in passes and in event-driven work; a failed sandbox is retried and counts again."))),
+		warnings: counter("warnings_total",
+			"Actions that were transitions worth a warning and an Event."),
+		errors: counter("errors_total",
+			"Failed reads and writes of the reconciler, in passes and in Run's workers; a failed sandbox is retried and counts again."),
 		fenceToSuspend: histogram("fence_to_suspend_seconds",
 			"Time from the reconciler observing a fence change to the suspension of a sandbox that ran under the old fence, in seconds."),
-		byAction: map[driver.ActionType]prometheus.Counter{},
+		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts(opts("queue_depth",
+			"Sandboxes waiting in Run's work queue for a worker."))),
+		queueAdds: counter("queue_adds_total",
+			"Sandboxes added to Run's work queue: by an event, a resync or a retry."),
+		queueRetries: counter("queue_retries_total",
+			"Sandboxes queued again with backoff after a failure."),
+		queueLatency: histogram("queue_latency_seconds",
+			"Time a sandbox waited in Run's work queue before a worker took it, in seconds."),
+		workDuration: histogram("queue_work_duration_seconds",
+			"Time a worker spent on one sandbox, in seconds."),
+		byAction: map[reconciler.ActionType]prometheus.Counter{},
 	}
-	m.queueDepth = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("queue_depth",
-		"Sandboxes waiting in the event-driven work queue for a worker.")), m.depth)
-	for _, t := range []driver.ActionType{driver.ActionSuspend, driver.ActionRollback, driver.ActionClearBootstrap} {
+	for _, t := range []reconciler.ActionType{reconciler.ActionSuspend, reconciler.ActionRollback, reconciler.ActionClearBootstrap} {
 		m.byAction[t] = m.actions.WithLabelValues(actionLabel(t))
 	}
 	return m
@@ -65,25 +82,30 @@ func opts(name, help string) prometheus.Opts {
 	return prometheus.Opts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help}
 }
 
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts(opts(name, help)))
+}
+
 func histogram(name, help string) prometheus.Histogram {
 	return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: buckets})
 }
 
 // actionLabel is the action label of t.
-func actionLabel(t driver.ActionType) string {
+func actionLabel(t reconciler.ActionType) string {
 	switch t {
-	case driver.ActionSuspend:
+	case reconciler.ActionSuspend:
 		return "suspend"
-	case driver.ActionRollback:
+	case reconciler.ActionRollback:
 		return "rollback"
-	case driver.ActionClearBootstrap:
+	case reconciler.ActionClearBootstrap:
 		return "clear_bootstrap"
 	}
 	return ""
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.passes, m.passDuration, m.actions, m.warnings, m.errors, m.queueDepth, m.fenceToSuspend}
+	return []prometheus.Collector{m.passes, m.passDuration, m.actions, m.warnings, m.errors, m.fenceToSuspend,
+		m.queueDepth, m.queueAdds, m.queueRetries, m.queueLatency, m.workDuration}
 }
 
 // Describe implements prometheus.Collector.
@@ -100,35 +122,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Option wires m to the reconciler it configures: it adds a pass observer
-// and an action observer ([driver.WithObserver],
-// [driver.WithActionObserver]; observers compose, so those of other
-// options stay), and queue_depth reads the
-// [driver.Reconciler.QueueDepth] of the reconciler that
-// [driver.NewReconciler] builds ([driver.WithReconcilerHook]); a
-// NewReconciler that fails on an invalid option leaves m as it was. One
-// Metrics may be wired to several reconcilers; it then counts their sum.
-func (m *Metrics) Option() driver.ReconcilerOption {
-	return driver.ReconcilerOptions(
-		driver.WithObserver(m.observePass),
-		driver.WithActionObserver(m.observeAction),
-		driver.WithReconcilerHook(m.add),
-	)
-}
-
-// add makes queue_depth count r.
-func (m *Metrics) add(r *driver.Reconciler) {
-	m.mu.Lock()
-	m.reconcilers = append(m.reconcilers, r)
-	m.mu.Unlock()
-}
-
-func (m *Metrics) observePass(s driver.PassStats) {
+// ObservePass counts a pass; it implements [reconciler.Observer].
+func (m *Metrics) ObservePass(s reconciler.PassStats) {
 	m.passes.Inc()
 	m.passDuration.Observe(s.Duration.Seconds())
 }
 
-func (m *Metrics) observeAction(ev driver.ActionEvent) {
+// ObserveAction counts an action or a failure; it implements
+// [reconciler.Observer].
+func (m *Metrics) ObserveAction(ev reconciler.ActionEvent) {
 	if ev.Err != nil {
 		m.errors.Inc()
 		return
@@ -144,12 +146,35 @@ func (m *Metrics) observeAction(ev driver.ActionEvent) {
 	}
 }
 
-func (m *Metrics) depth() float64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, r := range m.reconcilers {
-		n += r.QueueDepth()
-	}
-	return float64(n)
+// The workqueue.MetricsProvider methods hand every queue the same
+// collectors, whatever its name: a reconciler's queue is made again for
+// each leadership term, and one Metrics counts the sum of its reconcilers.
+
+// NewDepthMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewDepthMetric(string) workqueue.GaugeMetric { return m.queueDepth }
+
+// NewAddsMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewAddsMetric(string) workqueue.CounterMetric { return m.queueAdds }
+
+// NewLatencyMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewLatencyMetric(string) workqueue.HistogramMetric { return m.queueLatency }
+
+// NewWorkDurationMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { return m.workDuration }
+
+// NewRetriesMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewRetriesMetric(string) workqueue.CounterMetric { return m.queueRetries }
+
+// NewUnfinishedWorkSecondsMetric implements workqueue.MetricsProvider. It
+// is not exported: a value each queue sets does not add up across queues.
+func (m *Metrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric { return noop{} }
+
+// NewLongestRunningProcessorSecondsMetric implements
+// workqueue.MetricsProvider; it is not exported, as above.
+func (m *Metrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noop{}
 }
+
+type noop struct{}
+
+func (noop) Set(float64) {}

@@ -15,17 +15,22 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/reconciler"
 )
 
 // documented is every metric of the package doc and its label names.
 var documented = map[string][]string{
-	"kubewire_reconciler_passes_total":             nil,
-	"kubewire_reconciler_pass_duration_seconds":    nil,
-	"kubewire_reconciler_actions_total":            {"action"},
-	"kubewire_reconciler_warnings_total":           nil,
-	"kubewire_reconciler_errors_total":             nil,
-	"kubewire_reconciler_queue_depth":              nil,
-	"kubewire_reconciler_fence_to_suspend_seconds": nil,
+	"kubewire_reconciler_passes_total":                nil,
+	"kubewire_reconciler_pass_duration_seconds":       nil,
+	"kubewire_reconciler_actions_total":               {"action"},
+	"kubewire_reconciler_warnings_total":              nil,
+	"kubewire_reconciler_errors_total":                nil,
+	"kubewire_reconciler_queue_depth":                 nil,
+	"kubewire_reconciler_queue_adds_total":            nil,
+	"kubewire_reconciler_queue_retries_total":         nil,
+	"kubewire_reconciler_queue_latency_seconds":       nil,
+	"kubewire_reconciler_queue_work_duration_seconds": nil,
+	"kubewire_reconciler_fence_to_suspend_seconds":    nil,
 }
 
 // TestScriptedRun feeds the hooks what a reconciler reports for two
@@ -40,17 +45,17 @@ func TestScriptedRun(t *testing.T) {
 	// A pass that suspended two sandboxes, one of which it found after
 	// Run's informers saw the fence change, and could not read one
 	// namespace; then a converged pass.
-	m.observePass(driver.PassStats{Seen: 5, Actions: 2, Warnings: 2, Errors: 1, Duration: 250 * time.Millisecond})
-	m.observeAction(driver.ActionEvent{Type: driver.ActionSuspend, Warn: true, SinceFence: 30 * time.Millisecond})
-	m.observeAction(driver.ActionEvent{Type: driver.ActionSuspend, Warn: true})
-	m.observeAction(driver.ActionEvent{Err: errors.New("fence of team-a: watch: connection refused")})
-	m.observePass(driver.PassStats{Seen: 5, Duration: 2 * time.Millisecond})
+	m.ObservePass(reconciler.PassStats{Seen: 5, Actions: 2, Warnings: 2, Errors: 1, Duration: 250 * time.Millisecond})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true, SinceFence: 30 * time.Millisecond})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true})
+	m.ObserveAction(reconciler.ActionEvent{Err: errors.New("fence of team-a: watch: connection refused")})
+	m.ObservePass(reconciler.PassStats{Seen: 5, Duration: 2 * time.Millisecond})
 	// Event-driven work: a rollback, a bootstrap cleared, a suspension
 	// whose first write failed and whose retry succeeded.
-	m.observeAction(driver.ActionEvent{Type: driver.ActionRollback, Warn: true})
-	m.observeAction(driver.ActionEvent{Type: driver.ActionClearBootstrap})
-	m.observeAction(driver.ActionEvent{Type: driver.ActionSuspend, Err: errors.New("PATCH: connection reset by peer")})
-	m.observeAction(driver.ActionEvent{Type: driver.ActionSuspend, Warn: true, SinceFence: 4 * time.Second})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionRollback, Warn: true})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionClearBootstrap})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Err: errors.New("PATCH: connection reset by peer")})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true, SinceFence: 4 * time.Second})
 
 	const counts = `
 # HELP kubewire_reconciler_actions_total Actions the reconciler carried out on sandboxes, by action: suspend (fence changed or missing), rollback (bootstrap failed past its grace period), clear_bootstrap.
@@ -58,13 +63,13 @@ func TestScriptedRun(t *testing.T) {
 kubewire_reconciler_actions_total{action="clear_bootstrap"} 1
 kubewire_reconciler_actions_total{action="rollback"} 1
 kubewire_reconciler_actions_total{action="suspend"} 3
-# HELP kubewire_reconciler_errors_total Failed reads and writes of the reconciler, in passes and in event-driven work; a failed sandbox is retried and counts again.
+# HELP kubewire_reconciler_errors_total Failed reads and writes of the reconciler, in passes and in Run's workers; a failed sandbox is retried and counts again.
 # TYPE kubewire_reconciler_errors_total counter
 kubewire_reconciler_errors_total 2
-# HELP kubewire_reconciler_passes_total Full reconcile passes over every sandbox, the periodic resyncs of Run included.
+# HELP kubewire_reconciler_passes_total Reconcile passes (Reconciler.Pass) over every sandbox.
 # TYPE kubewire_reconciler_passes_total counter
 kubewire_reconciler_passes_total 2
-# HELP kubewire_reconciler_queue_depth Sandboxes waiting in the event-driven work queue for a worker.
+# HELP kubewire_reconciler_queue_depth Sandboxes waiting in Run's work queue for a worker.
 # TYPE kubewire_reconciler_queue_depth gauge
 kubewire_reconciler_queue_depth 0
 # HELP kubewire_reconciler_warnings_total Actions that were transitions worth a warning and an Event.
@@ -114,7 +119,7 @@ kubewire_reconciler_warnings_total 4
 func TestEveryActionHasALabel(t *testing.T) {
 	m := New()
 	n := 0
-	for at := driver.ActionType(1); at.String() != driver.ActionNone.String(); at++ {
+	for at := reconciler.ActionType(1); at.String() != reconciler.ActionNone.String(); at++ {
 		assert.NotEmpty(t, actionLabel(at), "%s", at)
 		assert.Contains(t, m.byAction, at, "%s", at)
 		n++
@@ -122,20 +127,16 @@ func TestEveryActionHasALabel(t *testing.T) {
 	assert.Len(t, m.byAction, n)
 }
 
-// TestOption: queue_depth counts the reconcilers NewReconciler returned,
-// not one it refused for an invalid option; the observers are installed.
-func TestOption(t *testing.T) {
+// TestWired: the reconciler's passes reach the observer, and its queue's
+// metrics the provider: a Run whose API server never answers has nothing
+// queued.
+func TestWired(t *testing.T) {
 	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
 	require.NoError(t, err)
 	defer d.Close()
 	m := New()
-	_, err = driver.NewReconciler(d, m.Option(), driver.WithWorkers(0))
-	require.EqualError(t, err, "driver: WithWorkers must be at least 1, got 0")
-	assert.Empty(t, m.reconcilers)
-
-	rec, err := driver.NewReconciler(d, m.Option())
+	rec, err := reconciler.New(d, reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
 	require.NoError(t, err)
-	assert.Equal(t, []*driver.Reconciler{rec}, m.reconcilers)
 	_, err = rec.Pass(context.Background())
 	require.Error(t, err, "nothing listens on 127.0.0.1:1")
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.passes))

@@ -62,6 +62,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/drivermetrics"
+	"github.com/kubewire/kubewire/driver/reconciler"
 	"github.com/kubewire/kubewire/internal/redact"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/metrics"
@@ -80,7 +81,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:8080", "address to serve the API on")
 	gateway := fs.String("gateway", "gateway", "this gateway's name, a label value")
 	namespaces := fs.String("namespace", "default", "comma-separated namespaces the gateway manages")
-	period := fs.Duration("period", driver.DefaultPeriod, "resync period of the reconciler (jittered); events drive it")
+	period := fs.Duration("period", reconciler.DefaultPeriod, "resync period of the reconciler (jittered); events drive it")
 	replicas := fs.Int("replicas", 1, "how many replicas of this gateway run; above 1, they elect a leader")
 	leaseNS := fs.String("lease-namespace", "", "namespace of the leader election Lease (default: the first -namespace)")
 	leaseName := fs.String("lease-name", "", "name of the leader election Lease (default: <gateway>-reconciler)")
@@ -107,9 +108,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	defer d.Close()
-	opts := []driver.ReconcilerOption{driver.WithPeriod(*period), rm.Option()}
+	opts := []reconciler.Option{reconciler.WithPeriod(*period), reconciler.WithObserver(rm), reconciler.WithQueueMetrics(rm)}
 	if *replicas > 1 {
-		le := driver.LeaderElection{Namespace: *leaseNS, Name: *leaseName}
+		le := reconciler.LeaderElection{Namespace: *leaseNS, Name: *leaseName}
 		if le.Namespace == "" {
 			le.Namespace = d.Namespaces()[0]
 		}
@@ -119,9 +120,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		if pod := os.Getenv("POD_NAME"); pod != "" {
 			le.Identity = pod
 		}
-		opts = append(opts, driver.WithLeaderElection(le))
+		opts = append(opts, reconciler.WithLeaderElection(le))
 	}
-	rec, err := driver.NewReconciler(d, opts...)
+	rec, err := reconciler.New(d, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		return 2

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/reconciler"
 	"github.com/kubewire/kubewire/examples/gateway/internal/soak"
 	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/kubeadapter"
@@ -79,7 +80,7 @@ func soakGateway(wrap ...func(http.RoundTripper) http.RoundTripper) soak.Gateway
 			kubeadapter.WithHTTP2Health(2*time.Second, 2*time.Second),
 		))
 		require.NoError(t, err)
-		rec, err := driver.NewReconciler(d)
+		rec, err := reconciler.New(d)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

@@ -1,4 +1,4 @@
-package driver_test
+package drivertest
 
 import (
 	"encoding/json"
@@ -21,58 +21,59 @@ import (
 	"github.com/kubewire/kubewire/driver"
 )
 
-// apiServer is a scripted Kubernetes API server on a real socket. It
+// APIServer is a scripted Kubernetes API server on a real socket. It
 // serves the Sandbox version it is given, fence NetworkPolicies and Event
 // creation; any other request fails the test. It counts mutations.
-type apiServer struct {
+type APIServer struct {
 	t       testing.TB
 	version string
 	srv     *httptest.Server
 
-	mu        sync.Mutex
+	// Mu guards the fields below; the scripted state is the test's to edit.
+	Mu        sync.Mutex
 	rv        int
-	sandboxes map[string]map[string]any // ns/name
+	Sandboxes map[string]map[string]any // ns/name
 	fences    map[string]map[string]any // ns
-	requests  map[string]int            // "METHOD kind"
-	// fail, when set, answers instead of the script for requests it
+	Requests  map[string]int            // "METHOD kind"
+	// Fail, when set, answers instead of the script for requests it
 	// returns true for.
-	fail func(w http.ResponseWriter, r *http.Request) bool
+	Fail func(w http.ResponseWriter, r *http.Request) bool
 }
 
 var group = sandboxv1beta1.GroupVersion.Group
 
-func newAPIServer(t testing.TB, version string) *apiServer {
-	a := &apiServer{t: t, version: version, sandboxes: map[string]map[string]any{}, fences: map[string]map[string]any{}, requests: map[string]int{}}
+func NewAPIServer(t testing.TB, version string) *APIServer {
+	a := &APIServer{t: t, version: version, Sandboxes: map[string]map[string]any{}, fences: map[string]map[string]any{}, Requests: map[string]int{}}
 	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
 	t.Cleanup(a.srv.Close)
 	return a
 }
 
-func (a *apiServer) config() *rest.Config { return &rest.Config{Host: a.srv.URL, QPS: -1} }
+func (a *APIServer) Config() *rest.Config { return &rest.Config{Host: a.srv.URL, QPS: -1} }
 
-func (a *apiServer) count(key string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.requests[key]
+func (a *APIServer) Count(key string) int {
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
+	return a.Requests[key]
 }
 
 // total counts every request.
-func (a *apiServer) total() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (a *APIServer) Total() int {
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
 	n := 0
-	for _, v := range a.requests {
+	for _, v := range a.Requests {
 		n += v
 	}
 	return n
 }
 
 // mutations counts PATCH, POST, PUT and DELETE requests.
-func (a *apiServer) mutations() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (a *APIServer) Mutations() int {
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
 	n := 0
-	for k, v := range a.requests {
+	for k, v := range a.Requests {
 		m := strings.Fields(k)[0]
 		if m == http.MethodPatch || m == http.MethodPost || m == http.MethodPut || m == http.MethodDelete {
 			n += v
@@ -81,26 +82,26 @@ func (a *apiServer) mutations() int {
 	return n
 }
 
-func (a *apiServer) nextRV() string {
+func (a *APIServer) NextRV() string {
 	a.rv++
 	return strconv.Itoa(a.rv)
 }
 
-func (a *apiServer) addFence(ns, uid string, gen int64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (a *APIServer) AddFence(ns, uid string, gen int64) {
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
 	a.fences[ns] = map[string]any{
 		"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-		"metadata": map[string]any{"name": driver.DefaultFenceName, "namespace": ns, "uid": uid, "generation": gen, "resourceVersion": a.nextRV()},
+		"metadata": map[string]any{"name": driver.DefaultFenceName, "namespace": ns, "uid": uid, "generation": gen, "resourceVersion": a.NextRV()},
 		"spec":     map[string]any{"podSelector": map[string]any{}, "policyTypes": []any{"Egress"}},
 	}
 }
 
 // addSandbox stores a sandbox owned by gateway "gw" admitted under fence
 // (uid, gen), running or suspended, with a status that says so.
-func (a *apiServer) addSandbox(ns, name string, running bool, fenceUID string, fenceGen int64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (a *APIServer) AddSandbox(ns, name string, running bool, fenceUID string, fenceGen int64) {
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
 	spec := map[string]any{"operatingMode": "Running"}
 	if a.version == "v1alpha1" {
 		spec = map[string]any{"replicas": int64(1)}
@@ -122,10 +123,10 @@ func (a *apiServer) addSandbox(ns, name string, running bool, fenceUID string, f
 			conds = []any{cond("Suspended", "True", sandboxv1beta1.SandboxReasonSuspendedPodTerminated), cond("Ready", "False", sandboxv1beta1.SandboxReasonSuspended)}
 		}
 	}
-	a.sandboxes[ns+"/"+name] = map[string]any{
+	a.Sandboxes[ns+"/"+name] = map[string]any{
 		"apiVersion": group + "/" + a.version, "kind": "Sandbox",
 		"metadata": map[string]any{
-			"name": name, "namespace": ns, "uid": "uid-" + name, "generation": int64(1), "resourceVersion": a.nextRV(),
+			"name": name, "namespace": ns, "uid": "uid-" + name, "generation": int64(1), "resourceVersion": a.NextRV(),
 			"labels": map[string]any{driver.LabelManagedBy: driver.DefaultDriverName, driver.LabelGateway: "gw"},
 			"annotations": map[string]any{
 				driver.AnnotationFenceUID:        fenceUID,
@@ -137,10 +138,10 @@ func (a *apiServer) addSandbox(ns, name string, running bool, fenceUID string, f
 	}
 }
 
-func (a *apiServer) sandbox(ns, name string) map[string]any {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sandboxes[ns+"/"+name]
+func (a *APIServer) Sandbox(ns, name string) map[string]any {
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
+	return a.Sandboxes[ns+"/"+name]
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -149,14 +150,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func status(w http.ResponseWriter, code int, reason, msg string) {
+func Status(w http.ResponseWriter, code int, reason, msg string) {
 	writeJSON(w, code, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "message": msg, "code": code})
 }
 
 // bodies keeps the last request body, for fail hooks.
 var lastBody sync.Map
 
-func readBody(r *http.Request) string {
+func ReadBody(r *http.Request) string {
 	v, _ := lastBody.Load(r)
 	s, _ := v.(string)
 	return s
@@ -164,7 +165,9 @@ func readBody(r *http.Request) string {
 
 var env *kubetest.Env
 
-func runMain(m *testing.M) {
+// Main runs the package's tests with a kube-apiserver that serves
+// agent-sandbox's Sandbox CRD; call it from TestMain.
+func Main(m *testing.M) {
 	crd, err := sandboxtest.SandboxCRD()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -173,26 +176,26 @@ func runMain(m *testing.M) {
 	kubetest.Main(m, &env, crd)
 }
 
-func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
+func (a *APIServer) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	lastBody.Store(r, string(body))
 	defer lastBody.Delete(r)
-	a.mu.Lock()
-	fail := a.fail
-	a.mu.Unlock()
+	a.Mu.Lock()
+	fail := a.Fail
+	a.Mu.Unlock()
 	if fail != nil && fail(w, r) {
 		return
 	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	record := func(kind string) { a.requests[r.Method+" "+kind]++ }
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
+	record := func(kind string) { a.Requests[r.Method+" "+kind]++ }
 	switch {
 	// Version probe: /apis/agents.x-k8s.io/<v>
 	case r.Method == http.MethodGet && len(parts) == 3 && parts[0] == "apis" && parts[1] == group:
 		record("probe")
 		if parts[2] != a.version {
-			status(w, 404, "NotFound", "the server could not find the requested resource")
+			Status(w, 404, "NotFound", "the server could not find the requested resource")
 			return
 		}
 		writeJSON(w, 200, map[string]any{"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group + "/" + a.version,
@@ -204,7 +207,7 @@ func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 		record("fence")
 		f, ok := a.fences[parts[4]]
 		if !ok || parts[6] != driver.DefaultFenceName {
-			status(w, 404, "NotFound", "networkpolicies not found")
+			Status(w, 404, "NotFound", "networkpolicies not found")
 			return
 		}
 		writeJSON(w, 200, f)
@@ -229,12 +232,12 @@ func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 		if len(parts) != 7 {
 			break
 		}
-		obj, ok := a.sandboxes[ns+"/"+parts[6]]
+		obj, ok := a.Sandboxes[ns+"/"+parts[6]]
 		switch r.Method {
 		case http.MethodGet:
 			record("get")
 			if !ok {
-				status(w, 404, "NotFound", "sandboxes not found")
+				Status(w, 404, "NotFound", "sandboxes not found")
 				return
 			}
 			writeJSON(w, 200, obj)
@@ -242,21 +245,21 @@ func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 		case http.MethodPatch:
 			record("patch")
 			if !ok {
-				status(w, 404, "NotFound", "sandboxes not found")
+				Status(w, 404, "NotFound", "sandboxes not found")
 				return
 			}
 			var patch map[string]any
 			if err := json.Unmarshal(body, &patch); err != nil || r.Header.Get("Content-Type") != "application/merge-patch+json" {
-				status(w, 400, "BadRequest", "want a JSON merge patch")
+				Status(w, 400, "BadRequest", "want a JSON merge patch")
 				return
 			}
 			meta := obj["metadata"].(map[string]any)
 			if rv, _ := patch["metadata"].(map[string]any)["resourceVersion"].(string); rv != meta["resourceVersion"] {
-				status(w, 409, "Conflict", "the object has been modified")
+				Status(w, 409, "Conflict", "the object has been modified")
 				return
 			}
 			merge(obj, patch)
-			meta["resourceVersion"] = a.nextRV()
+			meta["resourceVersion"] = a.NextRV()
 			if _, ok := patch["spec"]; ok {
 				meta["generation"] = meta["generation"].(int64) + 1
 			}
@@ -265,16 +268,16 @@ func (a *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	a.t.Errorf("scripted API server: unexpected request %s %s", r.Method, r.URL)
-	status(w, 500, "InternalError", "unexpected request")
+	Status(w, 500, "InternalError", "unexpected request")
 }
 
-func (a *apiServer) list(w http.ResponseWriter, r *http.Request, ns string) {
+func (a *APIServer) list(w http.ResponseWriter, r *http.Request, ns string) {
 	sel := r.URL.Query().Get("labelSelector")
 	if !strings.Contains(sel, driver.LabelGateway+"=gw") || !strings.Contains(sel, driver.LabelManagedBy+"="+driver.DefaultDriverName) {
 		a.t.Errorf("list without the owner selector: %q", sel)
 	}
 	var names []string
-	for k := range a.sandboxes {
+	for k := range a.Sandboxes {
 		if strings.HasPrefix(k, ns+"/") {
 			names = append(names, k)
 		}
@@ -291,7 +294,7 @@ func (a *apiServer) list(w http.ResponseWriter, r *http.Request, ns string) {
 	end := min(start+limit, len(names))
 	items := make([]any, 0, end-start)
 	for _, k := range names[start:end] {
-		items = append(items, a.sandboxes[k])
+		items = append(items, a.Sandboxes[k])
 	}
 	meta := map[string]any{"resourceVersion": strconv.Itoa(a.rv)}
 	if end < len(names) {
@@ -321,4 +324,18 @@ func merge(dst, patch map[string]any) {
 		}
 		dst[k] = v
 	}
+}
+
+// StaleFixture is an API server of version on which both namespaces'
+// fences are at generation 2; every sandbox was admitted under generation
+// 1, running or not.
+func StaleFixture(t *testing.T, version string, running bool) *APIServer {
+	a := NewAPIServer(t, version)
+	a.AddFence("team-a", "fence-a", 2)
+	a.AddFence("team-b", "fence-b", 2)
+	for i := 0; i < 4; i++ {
+		a.AddSandbox("team-a", fmt.Sprintf("sb-%d", i), running, "fence-a", 1)
+	}
+	a.AddSandbox("team-b", "sb-x", running, "fence-b", 1)
+	return a
 }

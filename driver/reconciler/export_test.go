@@ -1,4 +1,4 @@
-package driver
+package reconciler
 
 import (
 	"time"
@@ -8,9 +8,6 @@ import (
 
 // NextWait exposes the reconciler's jittered wait to the tests.
 func NextWait(r *Reconciler) time.Duration { return r.next() }
-
-// Explain returns the reason DerivePhase's phase came from.
-func Explain(s Sandbox) string { return withPhase(s).Reason }
 
 // WriteLimit returns the reconciler's write limit and burst.
 func WriteLimit(r *Reconciler) (rate.Limit, int) { return r.limiter.Limit(), r.limiter.Burst() }

@@ -1,4 +1,4 @@
-package driver_test
+package reconciler_test
 
 import (
 	"context"
@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/drivermetrics"
+	"github.com/kubewire/kubewire/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/driver/reconciler"
 )
 
 const (
@@ -25,6 +26,10 @@ const (
 	mWarnings       = "kubewire_reconciler_warnings_total"
 	mErrors         = "kubewire_reconciler_errors_total"
 	mQueueDepth     = "kubewire_reconciler_queue_depth"
+	mWorkDone       = "kubewire_reconciler_queue_work_duration_seconds_count"
+	mQueueAdds      = "kubewire_reconciler_queue_adds_total"
+	mQueueRetries   = "kubewire_reconciler_queue_retries_total"
+	mQueueLatency   = "kubewire_reconciler_queue_latency_seconds_count"
 	mFenceToSuspend = "kubewire_reconciler_fence_to_suspend_seconds_count"
 )
 
@@ -65,32 +70,33 @@ func scrape(t testing.TB, g prometheus.Gatherer) map[string]float64 {
 // drivermetrics between two other observers, which still see everything:
 // observers compose.
 func TestPassMetrics(t *testing.T) {
-	a := staleFixture(t, "v1beta1", true)
+	a := drivertest.StaleFixture(t, "v1beta1", true)
 	m, reg := metrics(t)
 	var passes, events int
-	r := newReconciler(t, newDriver(t, a, nil),
-		driver.WithObserver(func(driver.PassStats) { passes++ }),
-		m.Option(),
-		driver.WithActionObserver(func(driver.ActionEvent) { events++ }))
+	r := newReconciler(t, drivertest.NewDriver(t, a, nil),
+		reconciler.WithObserver(reconciler.ObserverFuncs{Pass: func(reconciler.PassStats) { passes++ }}),
+		reconciler.WithObserver(m),
+		reconciler.WithObserver(reconciler.ObserverFuncs{Action: func(reconciler.ActionEvent) { events++ }}))
 	_, err := r.Pass(context.Background())
 	require.NoError(t, err)
-	a.mu.Lock()
-	a.fail = func(w http.ResponseWriter, r *http.Request) bool {
+	a.Mu.Lock()
+	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
 		if !strings.Contains(r.URL.Path, "networkpolicies") {
 			return false
 		}
-		status(w, 500, "InternalError", "etcdserver: leader changed")
+		drivertest.Status(w, 500, "InternalError", "etcdserver: leader changed")
 		return true
 	}
-	a.mu.Unlock()
+	a.Mu.Unlock()
 	_, err = r.Pass(context.Background())
 	require.Error(t, err)
 
 	assert.Equal(t, map[string]float64{
 		mPasses: 2, mPassDuration: 2,
 		mSuspend: 5, mRollback: 0, mClearBootstrap: 0, mWarnings: 5,
-		mErrors:     2,                     // one fence read per namespace
-		mQueueDepth: 0, mFenceToSuspend: 0, // no Run, no fence event
+		mErrors:         2, // one fence read per namespace
+		mFenceToSuspend: 0, // no Run, no fence event
+		mQueueDepth:     0, mQueueAdds: 0, mQueueRetries: 0, mQueueLatency: 0, mWorkDone: 0,
 	}, scrape(t, reg))
 	assert.Equal(t, 2, passes)
 	assert.Equal(t, 5+2, events)
@@ -102,30 +108,26 @@ func TestPassMetrics(t *testing.T) {
 // sandbox is suspended once, and each suspension is timed from the fence
 // change.
 func TestRunMetrics(t *testing.T) {
-	r := currentRig(t)
+	r := drivertest.CurrentRig(t)
 	const n = 10
 	names, counter, d := counted(t, r, n)
 	m, reg := metrics(t)
 	// One worker at 20 writes a second: the fence change's sandboxes wait
 	// in the queue long enough to be seen there.
-	rec := newReconciler(t, d, driver.WithPeriod(time.Hour), driver.WithWorkers(1), driver.WithWriteLimit(20, 1), m.Option())
+	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour), reconciler.WithWorkers(1), reconciler.WithWriteLimit(20, 1), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
 	runReconciler(t, rec)
-	waitFor(t, d, r.ns, names, "admitted", bootstrapDone)
-	require.Eventually(t, func() bool { return scrape(t, reg)[mClearBootstrap] == n }, settle, 20*time.Millisecond)
-	counter.reset()
+	waitFor(t, d, r.NS, names, "admitted", bootstrapDone)
+	require.Eventually(t, func() bool { return scrape(t, reg)[mClearBootstrap] == n }, drivertest.Settle, 20*time.Millisecond)
+	counter.Reset()
 
-	counter.mu.Lock()
-	counter.fail = func(req *http.Request) bool {
+	counter.SetFail(func(req *http.Request) bool {
 		return req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/sandboxes/sb-0")
-	}
-	counter.mu.Unlock()
+	})
 	moveFence(t, r)
-	require.Eventually(t, func() bool { return scrape(t, reg)[mQueueDepth] > 0 }, settle, time.Millisecond, "the fence change queues its sandboxes")
-	require.Eventually(t, func() bool { return scrape(t, reg)[mErrors] > 0 }, settle, 20*time.Millisecond, "the failed write is counted")
-	counter.mu.Lock()
-	counter.fail = nil
-	counter.mu.Unlock()
-	waitFor(t, d, r.ns, names, "suspended", suspended)
+	require.Eventually(t, func() bool { return scrape(t, reg)[mQueueDepth] > 0 }, drivertest.Settle, time.Millisecond, "the fence change queues its sandboxes")
+	require.Eventually(t, func() bool { return scrape(t, reg)[mErrors] > 0 }, drivertest.Settle, 20*time.Millisecond, "the failed write is counted")
+	counter.SetFail(nil)
+	waitFor(t, d, r.NS, names, "suspended", suspended)
 	// A sandbox shows suspended before the worker that suspended it has
 	// its answer and counts the action, and agent-sandbox's controller
 	// keeps writing status afterwards, each write queueing the sandbox
@@ -137,12 +139,12 @@ func TestRunMetrics(t *testing.T) {
 		assert.Equal(c, float64(n), got[mFenceToSuspend], "each suspension timed from the fence change, retries included")
 		assert.Equal(c, float64(n), got[mWarnings])
 		assert.Zero(c, got[mQueueDepth], "the queue drains")
-	}, settle, 20*time.Millisecond)
+	}, drivertest.Settle, 20*time.Millisecond)
 	assert.Equal(t, float64(n), got[mClearBootstrap])
 	assert.Zero(t, got[mRollback])
 	assert.Zero(t, got[mPasses], "no resync within the hour")
 	assert.Positive(t, got[mErrors])
-	patches := counter.reset()
+	patches := counter.Reset()
 	assert.Greater(t, patches["sb-0"], 1, "sb-0's write failed, then succeeded")
 	for _, name := range names[1:] {
 		assert.Equal(t, 1, patches[name], "%s patched once", name)

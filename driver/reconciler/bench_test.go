@@ -1,9 +1,11 @@
-package driver_test
+package reconciler_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/kubewire/kubewire/driver/internal/drivertest"
 )
 
 // BenchmarkPass runs a reconcile pass over converged sandboxes (suspended,
@@ -13,18 +15,18 @@ import (
 func BenchmarkPass(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("sandboxes=%d", n), func(b *testing.B) {
-			a := newAPIServer(b, "v1beta1")
-			a.addFence("team-a", "fence-a", 2)
-			a.addFence("team-b", "fence-b", 2)
+			a := drivertest.NewAPIServer(b, "v1beta1")
+			a.AddFence("team-a", "fence-a", 2)
+			a.AddFence("team-b", "fence-b", 2)
 			for i := 0; i < n; i++ {
-				a.addSandbox("team-a", fmt.Sprintf("sb-%05d", i), false, "fence-a", 1)
+				a.AddSandbox("team-a", fmt.Sprintf("sb-%05d", i), false, "fence-a", 1)
 			}
-			r := newReconciler(b, newDriver(b, a, nil))
+			r := newReconciler(b, drivertest.NewDriver(b, a, nil))
 			ctx := context.Background()
 			if _, err := r.Pass(ctx); err != nil { // probe and warm the pool
 				b.Fatal(err)
 			}
-			before := a.total()
+			before := a.Total()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -34,8 +36,8 @@ func BenchmarkPass(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(a.total()-before)/float64(b.N), "requests/pass")
-			b.ReportMetric(float64(a.mutations())/float64(b.N), "writes/pass")
+			b.ReportMetric(float64(a.Total()-before)/float64(b.N), "requests/pass")
+			b.ReportMetric(float64(a.Mutations())/float64(b.N), "writes/pass")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/sandbox")
 		})
 	}

@@ -1,84 +1,33 @@
-package driver_test
+package reconciler_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/driver/reconciler"
 	"github.com/kubewire/kubewire/kubeadapter"
-	"github.com/kubewire/kubewire/retry"
 )
-
-// logs keeps every log line.
-type logs struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logs) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		l.lines = append(l.lines, args)
-		l.mu.Unlock()
-	}, funcr.Options{Verbosity: 1})
-}
-
-func (l *logs) count(substr string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range l.lines {
-		if strings.Contains(line, substr) {
-			n++
-		}
-	}
-	return n
-}
 
 const staleWarning = "namespace workload fence generation changed; suspending stale boundary"
 
-func newDriver(t testing.TB, a *apiServer, l *logs, opts ...driver.Option) *driver.Driver {
-	t.Helper()
-	base := []driver.Option{
-		driver.WithAdapterOptions(kubeadapter.WithTimeout(2*time.Second), kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 }))),
-	}
-	if l != nil {
-		base = append(base, driver.WithLogger(l.logger()))
-	}
-	d, err := driver.New(a.config(), "gw", []string{"team-a", "team-b"}, append(base, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(d.Close)
-	return d
+func TestMain(m *testing.M) {
+	drivertest.Main(m)
 }
 
-func newReconciler(t testing.TB, d *driver.Driver, opts ...driver.ReconcilerOption) *driver.Reconciler {
+func newReconciler(t testing.TB, d *driver.Driver, opts ...reconciler.Option) *reconciler.Reconciler {
 	t.Helper()
-	r, err := driver.NewReconciler(d, opts...)
+	r, err := reconciler.New(d, opts...)
 	require.NoError(t, err)
 	return r
-}
-
-// fixture: both namespaces' fences are at generation 2; every sandbox was
-// admitted under generation 1.
-func staleFixture(t *testing.T, version string, running bool) *apiServer {
-	a := newAPIServer(t, version)
-	a.addFence("team-a", "fence-a", 2)
-	a.addFence("team-b", "fence-b", 2)
-	for i := 0; i < 4; i++ {
-		a.addSandbox("team-a", fmt.Sprintf("sb-%d", i), running, "fence-a", 1)
-	}
-	a.addSandbox("team-b", "sb-x", running, "fence-b", 1)
-	return a
 }
 
 // TestStaleFenceSuspendedConverges is the field report's regression test:
@@ -87,10 +36,10 @@ func staleFixture(t *testing.T, version string, running bool) *apiServer {
 func TestStaleFenceSuspendedConverges(t *testing.T) {
 	for _, version := range []string{"v1beta1", "v1alpha1"} {
 		t.Run(version, func(t *testing.T) {
-			a := staleFixture(t, version, false)
-			var l logs
-			var passes []driver.PassStats
-			r := newReconciler(t, newDriver(t, a, &l), driver.WithObserver(func(s driver.PassStats) { passes = append(passes, s) }))
+			a := drivertest.StaleFixture(t, version, false)
+			var l drivertest.Logs
+			var passes []reconciler.PassStats
+			r := newReconciler(t, drivertest.NewDriver(t, a, &l), reconciler.WithObserver(reconciler.ObserverFuncs{Pass: func(s reconciler.PassStats) { passes = append(passes, s) }}))
 			for i := 0; i < 3; i++ {
 				stats, err := r.Pass(context.Background())
 				require.NoError(t, err)
@@ -98,16 +47,16 @@ func TestStaleFenceSuspendedConverges(t *testing.T) {
 				assert.Zero(t, stats.Actions)
 				assert.Zero(t, stats.Warnings)
 			}
-			assert.Zero(t, a.mutations(), "no PATCH, POST or DELETE")
-			assert.Zero(t, l.count(staleWarning))
-			assert.Zero(t, a.count("GET get"), "a pass lists; it GETs only what it changes")
-			assert.Equal(t, 6, a.count("GET list"), "one list per namespace per pass")
+			assert.Zero(t, a.Mutations(), "no PATCH, POST or DELETE")
+			assert.Zero(t, l.Count(staleWarning))
+			assert.Zero(t, a.Count("GET get"), "a pass lists; it GETs only what it changes")
+			assert.Equal(t, 6, a.Count("GET list"), "one list per namespace per pass")
 			assert.Len(t, passes, 3)
 			probes := 1 // v1beta1 served
 			if version == "v1alpha1" {
 				probes = 2 // v1beta1 404, then v1alpha1
 			}
-			assert.Equal(t, probes, a.count("GET probe"), "the version is probed once, not per pass")
+			assert.Equal(t, probes, a.Count("GET probe"), "the version is probed once, not per pass")
 		})
 	}
 }
@@ -118,19 +67,19 @@ func TestStaleFenceSuspendedConverges(t *testing.T) {
 func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
 	for _, version := range []string{"v1beta1", "v1alpha1"} {
 		t.Run(version, func(t *testing.T) {
-			a := staleFixture(t, version, true)
-			var l logs
-			r := newReconciler(t, newDriver(t, a, &l))
+			a := drivertest.StaleFixture(t, version, true)
+			var l drivertest.Logs
+			r := newReconciler(t, drivertest.NewDriver(t, a, &l))
 			stats, err := r.Pass(context.Background())
 			require.NoError(t, err)
-			assert.Equal(t, driver.PassStats{Seen: 5, Actions: 5, Warnings: 5, Duration: stats.Duration}, stats)
-			assert.Equal(t, 5, a.count("PATCH patch"))
+			assert.Equal(t, reconciler.PassStats{Seen: 5, Actions: 5, Warnings: 5, Duration: stats.Duration}, stats)
+			assert.Equal(t, 5, a.Count("PATCH patch"))
 			// client-go's recorder writes Events in the background.
-			assert.Eventually(t, func() bool { return a.count("POST event") == 5 }, 10*time.Second, 10*time.Millisecond)
-			assert.Equal(t, 5, l.count(staleWarning))
+			assert.Eventually(t, func() bool { return a.Count("POST event") == 5 }, 10*time.Second, 10*time.Millisecond)
+			assert.Equal(t, 5, l.Count(staleWarning))
 			for _, name := range []string{"team-a/sb-0", "team-b/sb-x"} {
 				ns, n, _ := strings.Cut(name, "/")
-				spec := a.sandbox(ns, n)["spec"].(map[string]any)
+				spec := a.Sandbox(ns, n)["spec"].(map[string]any)
 				if version == "v1alpha1" {
 					assert.EqualValues(t, 0, spec["replicas"])
 				} else {
@@ -144,9 +93,9 @@ func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
 				assert.Zero(t, stats.Actions)
 				assert.Zero(t, stats.Warnings)
 			}
-			assert.Equal(t, 5, a.count("PATCH patch"), "converged: nothing after the first pass")
-			assert.Equal(t, 10, a.mutations(), "five patches and five Events, all from the first pass")
-			assert.Equal(t, 5, l.count(staleWarning), "one warning per transition")
+			assert.Equal(t, 5, a.Count("PATCH patch"), "converged: nothing after the first pass")
+			assert.Equal(t, 10, a.Mutations(), "five patches and five Events, all from the first pass")
+			assert.Equal(t, 5, l.Count(staleWarning), "one warning per transition")
 		})
 	}
 }
@@ -161,14 +110,14 @@ func TestUnknownIsNotAbsent(t *testing.T) {
 	}{
 		{"list fails", driver.KindInternal, func(w http.ResponseWriter, r *http.Request) bool {
 			if strings.HasSuffix(r.URL.Path, "/sandboxes") {
-				status(w, 500, "InternalError", "etcdserver: request timed out")
+				drivertest.Status(w, 500, "InternalError", "etcdserver: request timed out")
 				return true
 			}
 			return false
 		}},
 		{"fence read fails", driver.KindUnavailable, func(w http.ResponseWriter, r *http.Request) bool {
 			if strings.Contains(r.URL.Path, "networkpolicies") {
-				status(w, 503, "ServiceUnavailable", "apiserver is shutting down")
+				drivertest.Status(w, 503, "ServiceUnavailable", "apiserver is shutting down")
 				return true
 			}
 			return false
@@ -194,22 +143,22 @@ func TestUnknownIsNotAbsent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := staleFixture(t, "v1beta1", true)
-			var l logs
-			r := newReconciler(t, newDriver(t, a, &l, driver.WithAdapterOptions(kubeadapter.WithTimeout(300*time.Millisecond))))
-			a.mu.Lock()
-			a.fail = tt.fail
-			a.mu.Unlock()
+			a := drivertest.StaleFixture(t, "v1beta1", true)
+			var l drivertest.Logs
+			r := newReconciler(t, drivertest.NewDriver(t, a, &l, driver.WithAdapterOptions(kubeadapter.WithTimeout(300*time.Millisecond))))
+			a.Mu.Lock()
+			a.Fail = tt.fail
+			a.Mu.Unlock()
 			stats, err := r.Pass(context.Background())
 			require.Error(t, err)
 			assert.Equal(t, 2, stats.Errors, "both namespaces failed")
 			assert.Zero(t, stats.Actions)
-			assert.Zero(t, a.mutations(), "nothing is suspended on unknown state")
+			assert.Zero(t, a.Mutations(), "nothing is suspended on unknown state")
 			assert.Equal(t, tt.kind, driver.KindOf(err), "%v", err)
 
-			a.mu.Lock()
-			a.fail = nil
-			a.mu.Unlock()
+			a.Mu.Lock()
+			a.Fail = nil
+			a.Mu.Unlock()
 			stats, err = r.Pass(context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, 5, stats.Actions, "the next pass recovers")
@@ -224,14 +173,14 @@ func TestUnknownIsNotAbsent(t *testing.T) {
 // word. The soak found this: after a fence watch broke, the reconciler
 // suspended sandboxes started under the fence created meanwhile.
 func TestAbsentFenceConfirmed(t *testing.T) {
-	a := newAPIServer(t, "v1beta1")
-	a.addFence("team-a", "fence-a", 2)
-	a.addFence("team-b", "fence-b", 2)
-	a.addSandbox("team-a", "sb-0", true, "fence-a", 2)
-	a.addSandbox("team-b", "sb-x", true, "fence-b", 2)
+	a := drivertest.NewAPIServer(t, "v1beta1")
+	a.AddFence("team-a", "fence-a", 2)
+	a.AddFence("team-b", "fence-b", 2)
+	a.AddSandbox("team-a", "sb-0", true, "fence-a", 2)
+	a.AddSandbox("team-b", "sb-x", true, "fence-b", 2)
 	var mu sync.Mutex
 	reads := map[string]int{}
-	a.fail = func(w http.ResponseWriter, r *http.Request) bool {
+	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
 		if !strings.Contains(r.URL.Path, "networkpolicies") {
 			return false
 		}
@@ -239,16 +188,16 @@ func TestAbsentFenceConfirmed(t *testing.T) {
 		defer mu.Unlock()
 		// The first read of each namespace's fence misses it.
 		if reads[r.URL.Path]++; reads[r.URL.Path] == 1 {
-			status(w, http.StatusNotFound, "NotFound", "networkpolicies.networking.k8s.io \"sandbox-workload-fence\" not found")
+			drivertest.Status(w, http.StatusNotFound, "NotFound", "networkpolicies.networking.k8s.io \"sandbox-workload-fence\" not found")
 			return true
 		}
 		return false
 	}
-	r := newReconciler(t, newDriver(t, a, nil))
+	r := newReconciler(t, drivertest.NewDriver(t, a, nil))
 	stats, err := r.Pass(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, stats.Actions)
-	assert.Zero(t, a.mutations())
+	assert.Zero(t, a.Mutations())
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Len(t, reads, 2)
@@ -261,29 +210,29 @@ func TestAbsentFenceConfirmed(t *testing.T) {
 // list and the patch gets a 409; the reconciler reads it again, sees it
 // converged and sends nothing more.
 func TestConflictRedecides(t *testing.T) {
-	a := staleFixture(t, "v1beta1", true)
-	r := newReconciler(t, newDriver(t, a, nil))
+	a := drivertest.StaleFixture(t, "v1beta1", true)
+	r := newReconciler(t, drivertest.NewDriver(t, a, nil))
 	var once sync.Once
-	a.mu.Lock()
-	a.fail = func(w http.ResponseWriter, req *http.Request) bool {
+	a.Mu.Lock()
+	a.Fail = func(w http.ResponseWriter, req *http.Request) bool {
 		if req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/sb-0") {
 			once.Do(func() {
 				// Someone else suspends sb-0 first.
-				a.mu.Lock()
-				obj := a.sandboxes["team-a/sb-0"]
+				a.Mu.Lock()
+				obj := a.Sandboxes["team-a/sb-0"]
 				obj["spec"].(map[string]any)["operatingMode"] = "Suspended"
-				obj["metadata"].(map[string]any)["resourceVersion"] = a.nextRV()
-				a.mu.Unlock()
+				obj["metadata"].(map[string]any)["resourceVersion"] = a.NextRV()
+				a.Mu.Unlock()
 			})
 		}
 		return false
 	}
-	a.mu.Unlock()
+	a.Mu.Unlock()
 	stats, err := r.Pass(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 4, stats.Actions, "sb-0 converged under the reconciler's feet")
-	assert.Equal(t, 1, a.count("GET get"), "only the conflicting sandbox was read again")
-	assert.Equal(t, 5, a.count("PATCH patch"), "four patches and one 409")
+	assert.Equal(t, 1, a.Count("GET get"), "only the conflicting sandbox was read again")
+	assert.Equal(t, 5, a.Count("PATCH patch"), "four patches and one 409")
 }
 
 // TestConflictSeesRecreatedFence: the fence is absent when the pass reads
@@ -292,63 +241,63 @@ func TestConflictRedecides(t *testing.T) {
 // after the conflict reads the fence again instead of trusting the absence
 // it saw, and the sandbox is left running.
 func TestConflictSeesRecreatedFence(t *testing.T) {
-	a := newAPIServer(t, "v1beta1")
-	a.addFence("team-a", "fence-a", 2)
-	a.addSandbox("team-a", "sb-0", true, "fence-a", 2)
+	a := drivertest.NewAPIServer(t, "v1beta1")
+	a.AddFence("team-a", "fence-a", 2)
+	a.AddSandbox("team-a", "sb-0", true, "fence-a", 2)
 	var mu sync.Mutex
 	fenceReads := 0
 	var once sync.Once
-	a.mu.Lock()
-	a.fail = func(w http.ResponseWriter, req *http.Request) bool {
+	a.Mu.Lock()
+	a.Fail = func(w http.ResponseWriter, req *http.Request) bool {
 		switch {
 		case strings.Contains(req.URL.Path, "/namespaces/team-a/networkpolicies"):
 			mu.Lock()
 			defer mu.Unlock()
 			// The pass's read and the confirming read miss the fence.
 			if fenceReads++; fenceReads <= 2 {
-				status(w, http.StatusNotFound, "NotFound", "networkpolicies.networking.k8s.io \"sandbox-workload-fence\" not found")
+				drivertest.Status(w, http.StatusNotFound, "NotFound", "networkpolicies.networking.k8s.io \"sandbox-workload-fence\" not found")
 				return true
 			}
 		case req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/sb-0"):
 			once.Do(func() {
 				// Someone else writes sb-0 first: the patch gets a 409.
-				a.mu.Lock()
-				a.sandboxes["team-a/sb-0"]["metadata"].(map[string]any)["resourceVersion"] = a.nextRV()
-				a.mu.Unlock()
+				a.Mu.Lock()
+				a.Sandboxes["team-a/sb-0"]["metadata"].(map[string]any)["resourceVersion"] = a.NextRV()
+				a.Mu.Unlock()
 			})
 		}
 		return false
 	}
-	a.mu.Unlock()
-	stats, err := newReconciler(t, newDriver(t, a, nil)).Pass(context.Background())
+	a.Mu.Unlock()
+	stats, err := newReconciler(t, drivertest.NewDriver(t, a, nil)).Pass(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, stats.Actions)
-	assert.Equal(t, 1, a.count("PATCH patch"), "the one patch that met the 409")
-	assert.Equal(t, 1, a.count("GET get"), "sb-0 read again after the conflict")
+	assert.Equal(t, 1, a.Count("PATCH patch"), "the one patch that met the 409")
+	assert.Equal(t, 1, a.Count("GET get"), "sb-0 read again after the conflict")
 	mu.Lock()
 	assert.Equal(t, 3, fenceReads, "team-a's fence: the pass's read, the confirming read, and the read after the conflict")
 	mu.Unlock()
-	assert.Equal(t, "Running", a.sandbox("team-a", "sb-0")["spec"].(map[string]any)["operatingMode"])
+	assert.Equal(t, "Running", a.Sandbox("team-a", "sb-0")["spec"].(map[string]any)["operatingMode"])
 }
 
 // TestListPaginates: a pass reads every page.
 func TestListPaginates(t *testing.T) {
-	a := staleFixture(t, "v1beta1", false)
-	d := newDriver(t, a, nil, driver.WithPageSize(2))
+	a := drivertest.StaleFixture(t, "v1beta1", false)
+	d := drivertest.NewDriver(t, a, nil, driver.WithPageSize(2))
 	stats, err := newReconciler(t, d).Pass(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 5, stats.Seen)
-	assert.Equal(t, 2+1, a.count("GET list"), "team-a's four in pages of 2, team-b's one in one")
+	assert.Equal(t, 2+1, a.Count("GET list"), "team-a's four in pages of 2, team-b's one in one")
 }
 
 // TestJitter: the waits between passes spread over period*(1±jitter), so
 // passes never beat in step with a timeout of the same length.
 func TestJitter(t *testing.T) {
-	a := staleFixture(t, "v1beta1", false)
-	r := newReconciler(t, newDriver(t, a, nil), driver.WithPeriod(10*time.Second), driver.WithJitter(0.2))
+	a := drivertest.StaleFixture(t, "v1beta1", false)
+	r := newReconciler(t, drivertest.NewDriver(t, a, nil), reconciler.WithPeriod(10*time.Second), reconciler.WithJitter(0.2))
 	lo, hi := time.Duration(1<<62), time.Duration(0)
 	for i := 0; i < 1000; i++ {
-		w := driver.NextWait(r)
+		w := reconciler.NextWait(r)
 		require.GreaterOrEqual(t, w, 8*time.Second)
 		require.LessOrEqual(t, w, 12*time.Second)
 		lo, hi = min(lo, w), max(hi, w)

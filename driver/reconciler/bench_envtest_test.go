@@ -1,4 +1,4 @@
-package driver_test
+package reconciler_test
 
 import (
 	"context"
@@ -20,13 +20,15 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/driver/reconciler"
 )
 
 // requestCounter counts every request at a driver's transport.
 type requestCounter struct{ n atomic.Int64 }
 
 func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		c.n.Add(1)
 		return rt.RoundTrip(req)
 	})
@@ -38,7 +40,7 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 // reconciler leaves alone.
 func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.Clientset, fence driver.Fence) {
 	b.Helper()
-	cfg = env.Config(b)
+	cfg = drivertest.Config(b)
 	cfg.QPS, cfg.Burst = -1, 0
 	kube := mustKube(b, cfg)
 	nsObj, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}}, metav1.CreateOptions{})
@@ -52,7 +54,7 @@ func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.C
 	}
 	defer d.Close()
 	// The fence, created the way the driver creates it.
-	if _, err := d.Create(context.Background(), ns, "probe", driver.CreateSpec{PodTemplate: agentPod}); err != nil {
+	if _, err := d.Create(context.Background(), ns, "probe", driver.CreateSpec{PodTemplate: drivertest.AgentPod}); err != nil {
 		b.Fatal(err)
 	}
 	if err := d.Delete(context.Background(), ns, "probe"); err != nil {
@@ -85,7 +87,7 @@ func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.C
 						driver.AnnotationFenceGeneration: strconv.FormatInt(fence.Generation, 10),
 					},
 				}}
-				s.Spec.PodTemplate = agentPod
+				s.Spec.PodTemplate = drivertest.AgentPod
 				if _, err := cs.AgentsV1beta1().Sandboxes(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 					failed.Store(err)
 					return
@@ -161,7 +163,7 @@ func BenchmarkFenceChange(b *testing.B) {
 				cfg, ns, _, _ := benchRig(b, n)
 				var patched atomic.Int64
 				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-					return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 						resp, err := rt.RoundTrip(req)
 						if err == nil && req.Method == http.MethodPatch && resp.StatusCode == http.StatusOK {
 							patched.Add(1)
@@ -173,7 +175,7 @@ func BenchmarkFenceChange(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				rec := newReconciler(b, d, driver.WithWriteLimit(float64(rate.Inf), 1), driver.WithPeriod(time.Hour))
+				rec := newReconciler(b, d, reconciler.WithWriteLimit(float64(rate.Inf), 1), reconciler.WithPeriod(time.Hour))
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
 				if mode == "events" {

@@ -1,4 +1,4 @@
-package driver
+package reconciler
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
-	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/clients/k8s/informers/externalversions"
+
+	"github.com/kubewire/kubewire/driver"
 )
 
 // caches are the informers of one [Reconciler.Run]: per namespace, the
@@ -23,6 +24,7 @@ import (
 // the fence NetworkPolicy (field-selected by name). No informer resyncs;
 // the reconciler's own jittered resync is the safety net.
 type caches struct {
+	core      core
 	sandboxes map[string]cache.SharedIndexInformer
 	fences    map[string]cache.SharedIndexInformer
 	factories []externalversions.SharedInformerFactory
@@ -37,19 +39,21 @@ type caches struct {
 	known func(ns string)
 }
 
-func (d *Driver) newCaches(version string) *caches {
-	c := &caches{sandboxes: map[string]cache.SharedIndexInformer{}, fences: map[string]cache.SharedIndexInformer{}, fenceErr: map[string]error{}}
-	for _, ns := range d.namespaces {
-		f := externalversions.NewSharedInformerFactoryWithOptions(d.sandboxCS, 0,
+func newCaches(cr core, version string, namespaces []string) *caches {
+	c := &caches{core: cr, sandboxes: map[string]cache.SharedIndexInformer{}, fences: map[string]cache.SharedIndexInformer{}, fenceErr: map[string]error{}}
+	sandboxCS, _ := cr.Clients()
+	selector := cr.Selector()
+	for _, ns := range namespaces {
+		f := externalversions.NewSharedInformerFactoryWithOptions(sandboxCS, 0,
 			externalversions.WithNamespace(ns),
-			externalversions.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = d.selector() }))
+			externalversions.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 		c.factories = append(c.factories, f)
 		if version == sandboxv1alpha1.GroupVersion.Version {
 			c.sandboxes[ns] = f.Agents().V1alpha1().Sandboxes().Informer()
 		} else {
 			c.sandboxes[ns] = f.Agents().V1beta1().Sandboxes().Informer()
 		}
-		c.fences[ns] = d.fenceInformer(c, ns)
+		c.fences[ns] = c.fenceInformer(ns)
 	}
 	return c
 }
@@ -57,9 +61,11 @@ func (d *Driver) newCaches(version string) *caches {
 // fenceInformer watches the one fence policy of ns. Its list and watch
 // record their outcome, so that a namespace whose fence watch broke is
 // unknown until the informer has listed or watched again.
-func (d *Driver) fenceInformer(c *caches, ns string) cache.SharedIndexInformer {
-	policies := d.kube.NetworkingV1().NetworkPolicies(ns)
-	byName := fields.OneTermEqualSelector("metadata.name", d.opts.fenceName).String()
+func (c *caches) fenceInformer(ns string) cache.SharedIndexInformer {
+	_, kube := c.core.Clients()
+	policies := kube.NetworkingV1().NetworkPolicies(ns)
+	fenceName := c.core.FenceName()
+	byName := fields.OneTermEqualSelector("metadata.name", fenceName).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
@@ -79,7 +85,7 @@ func (d *Driver) fenceInformer(c *caches, ns string) cache.SharedIndexInformer {
 	}
 	inf := cache.NewSharedIndexInformer(lw, &networkingv1.NetworkPolicy{}, 0, cache.Indexers{})
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		c.setFenceErr(ns, fmt.Errorf("fence %s/%s: watch: %w", ns, d.opts.fenceName, err))
+		c.setFenceErr(ns, fmt.Errorf("fence %s/%s: watch: %w", ns, fenceName, err))
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
 	return inf
@@ -173,46 +179,23 @@ func (c *caches) fence(ns string) (LiveFence, error) {
 	}
 	for _, o := range inf.GetStore().List() {
 		if np, ok := o.(*networkingv1.NetworkPolicy); ok {
-			return LiveFence{Known: true, Present: true, Fence: Fence{UID: np.UID, Generation: np.Generation}}, nil
+			return LiveFence{Known: true, Present: true, Fence: driver.Fence{UID: np.UID, Generation: np.Generation}}, nil
 		}
 	}
 	return LiveFence{Known: true}, nil
 }
 
 // sandbox returns the cached sandbox named by key.
-func (c *caches) sandbox(key types.NamespacedName) (Sandbox, bool) {
+func (c *caches) sandbox(key types.NamespacedName) (driver.Sandbox, bool) {
 	inf, ok := c.sandboxes[key.Namespace]
 	if !ok {
-		return Sandbox{}, false
+		return driver.Sandbox{}, false
 	}
 	o, ok, err := inf.GetStore().GetByKey(key.String())
 	if err != nil || !ok {
-		return Sandbox{}, false
+		return driver.Sandbox{}, false
 	}
-	return toView(o)
-}
-
-// list returns ns's cached sandboxes.
-func (c *caches) list(ns string) []Sandbox {
-	objs := c.sandboxes[ns].GetStore().List()
-	out := make([]Sandbox, 0, len(objs))
-	for _, o := range objs {
-		if s, ok := toView(o); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// toView converts a cached Sandbox of either version.
-func toView(o any) (Sandbox, bool) {
-	switch s := o.(type) {
-	case *sandboxv1beta1.Sandbox:
-		return fromV1beta1(s), true
-	case *sandboxv1alpha1.Sandbox:
-		return fromV1alpha1(s), true
-	}
-	return Sandbox{}, false
+	return c.core.View(o)
 }
 
 // keyOf returns the workqueue key of an informer object, tombstones

@@ -1,7 +1,8 @@
-package driver
+package reconciler
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -14,19 +15,31 @@ import (
 // error. It probes the served Sandbox version, starts informers for the
 // gateway's sandboxes and each namespace's fence, and waits for their
 // caches to sync: until then nothing is decided. A fence event queues every
-// sandbox of its namespace; a sandbox event queues that sandbox. Workers
-// take sandboxes off a rate-limited queue, decide with [Decide] from the
-// cache and write through the resourceVersion-guarded patch; a failure
-// queues the sandbox again with backoff. Every period (jittered) a
-// [Reconciler.Pass] over the cache is the safety net; it reads nothing from
-// the API server.
+// sandbox of its namespace; a sandbox event queues that sandbox; every
+// period (jittered) the resync queues every cached sandbox. Workers take
+// sandboxes off a rate-limited queue, which never hands one sandbox to two
+// workers at once, decide with [Decide] from the cache and write through
+// the resourceVersion-guarded patch; a failure queues the sandbox again
+// with backoff. Nothing else writes while Run runs: [Reconciler.Pass]
+// refuses.
 //
 // With [WithLeaderElection], the caches run on every replica but only the
 // leader's workers run; a replica that loses the lease stops its workers
 // before it releases the lease.
 func (r *Reconciler) Run(ctx context.Context) error {
-	d := r.driver
-	client, err := d.sandboxes(ctx)
+	r.mu.Lock()
+	if r.running {
+		r.mu.Unlock()
+		return errRunTwice
+	}
+	r.running = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.running, r.synced = false, false
+		r.mu.Unlock()
+	}()
+	version, err := r.core.Version(ctx)
 	for err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -37,10 +50,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(r.next() / 20):
 		}
-		client, err = d.sandboxes(ctx)
+		version, err = r.core.Version(ctx)
 	}
-	c := d.newCaches(client.version())
-	q := &queue{track: r.actions != nil}
+	c := newCaches(r.core, version, r.driver.Namespaces())
+	q := &queue{track: len(r.observer) > 0, metrics: r.metrics}
 	c.known = q.namespace(c, false)
 	for ns := range c.sandboxes {
 		if err := r.handle(c, q, ns); err != nil {
@@ -56,20 +69,17 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
-	r.running, r.queue = c, q
+	r.synced = true
 	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.running, r.queue = nil, nil
-		r.mu.Unlock()
-	}()
-	r.log.V(1).Info("reconciler caches synced", "namespaces", d.namespaces, "version", client.version())
+	r.log.V(1).Info("reconciler caches synced", "namespaces", r.driver.Namespaces(), "version", version)
 	if r.election == nil {
 		r.lead(ctx, c, q)
 		return ctx.Err()
 	}
 	return r.elect(ctx, func(ctx context.Context) { r.lead(ctx, c, q) })
 }
+
+var errRunTwice = errors.New("reconciler: Run is already running")
 
 // handle queues sandboxes on the events of ns's informers.
 func (r *Reconciler) handle(c *caches, q *queue, ns string) error {
@@ -125,10 +135,12 @@ func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
 				return
 			case <-t.C:
 			}
-			// The safety net: a full sweep of the cache.
-			if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
-				r.log.Error(err, "resync found errors; their sandboxes are retried")
+			// The safety net: every cached sandbox goes through the
+			// workers again.
+			for ns := range c.sandboxes {
+				all(ns)
 			}
+			r.log.V(1).Info("resync queued every cached sandbox")
 		}
 	})
 	<-ctx.Done()
@@ -157,13 +169,11 @@ func (r *Reconciler) work(ctx context.Context, c *caches, q *queue, wq workqueue
 	if err != nil {
 		// Unknown is not absent: decide nothing, look again later.
 		r.log.V(1).Info("fence unknown; not deciding", "namespace", key.Namespace, "sandbox", key.Name, "reason", err.Error())
-		if r.actions != nil {
-			r.failed(ActionNone, wrap("reconcile", key.Namespace, key.Name, err))
-		}
+		r.failed(ActionNone, r.core.Error("reconcile", key.Namespace, key.Name, err))
 		wq.AddRateLimited(key)
 		return true
 	}
-	now := r.driver.opts.now()
+	now := time.Now()
 	if a, err := r.reconcile(ctx, q, &s, live, now); err != nil {
 		if ctx.Err() == nil {
 			r.log.Error(err, "reconciling sandbox; retrying", "namespace", key.Namespace, "sandbox", key.Name)
@@ -187,8 +197,10 @@ func (r *Reconciler) work(ctx context.Context, c *caches, q *queue, wq workqueue
 // arrive while this replica does not lead are dropped, since taking the
 // lead queues every cached sandbox.
 type queue struct {
-	// track says to keep fence-change times, for an action observer.
+	// track says to keep fence-change times, for an observer.
 	track bool
+	// metrics is the queue's metrics provider; nil for client-go's global.
+	metrics workqueue.MetricsProvider
 
 	mu sync.Mutex
 	wq workqueue.TypedRateLimitingInterface[types.NamespacedName]
@@ -202,7 +214,7 @@ func (q *queue) open() workqueue.TypedRateLimitingInterface[types.NamespacedName
 	defer q.mu.Unlock()
 	q.wq = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
-		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "kubewire-driver"},
+		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: QueueName, MetricsProvider: q.metrics},
 	)
 	if q.track {
 		q.fenced = map[types.NamespacedName]time.Time{}
@@ -215,16 +227,6 @@ func (q *queue) close() {
 	defer q.mu.Unlock()
 	q.wq = nil
 	q.fenced = nil
-}
-
-// len returns how many sandboxes wait for a worker.
-func (q *queue) len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.wq == nil {
-		return 0
-	}
-	return q.wq.Len()
 }
 
 // settle forgets key's pending fence change, once it has been decided on,
@@ -299,23 +301,7 @@ func (r *Reconciler) setLeading(v bool) {
 func (r *Reconciler) Synced() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.running != nil
-}
-
-// QueueDepth returns how many sandboxes wait in Run's work queue for a
-// worker: 0 when Run does not run or, under leader election, this replica
-// does not lead. Sandboxes in a worker's hands or waiting out a backoff
-// are not counted. The queue is named "kubewire-driver": where client-go's
-// workqueue has a metrics provider (controller-runtime installs one in its
-// registry), its workqueue_* metrics appear under that name.
-func (r *Reconciler) QueueDepth() int {
-	r.mu.Lock()
-	q := r.queue
-	r.mu.Unlock()
-	if q == nil {
-		return 0
-	}
-	return q.len()
+	return r.synced
 }
 
 // Leading reports whether Run's workers run: always once synced without

@@ -1,4 +1,4 @@
-package driver
+package reconciler
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -47,8 +48,8 @@ type LeaderElection struct {
 // default), LeaseDuration must exceed RenewDeadline, and RenewDeadline
 // must exceed RetryPeriod times client-go's leaderelection.JitterFactor
 // (1.2), which client-go checks only once Run has started.
-func WithLeaderElection(le LeaderElection) ReconcilerOption {
-	return reconcilerOptionFunc(func(c *reconcilerConfig) error {
+func WithLeaderElection(le LeaderElection) Option {
+	return optionFunc(func(c *config) error {
 		cfg, err := le.config()
 		if err != nil {
 			return err
@@ -66,10 +67,10 @@ const maxLeaseDuration = math.MaxInt32 * time.Second
 // the value.
 func (le LeaderElection) config() (LeaderElection, error) {
 	if errs := validation.IsDNS1123Label(le.Namespace); len(errs) > 0 {
-		return le, fmt.Errorf("driver: WithLeaderElection Namespace %q is not a valid namespace name", le.Namespace)
+		return le, fmt.Errorf("reconciler: WithLeaderElection Namespace %q is not a valid namespace name", le.Namespace)
 	}
 	if errs := validation.IsDNS1123Subdomain(le.Name); len(errs) > 0 {
-		return le, fmt.Errorf("driver: WithLeaderElection Name %q is not a valid object name", le.Name)
+		return le, fmt.Errorf("reconciler: WithLeaderElection Name %q is not a valid object name", le.Name)
 	}
 	if le.Identity == "" {
 		host, _ := os.Hostname()
@@ -88,19 +89,19 @@ func (le LeaderElection) config() (LeaderElection, error) {
 			*t.d = t.def
 		}
 		if *t.d < 0 {
-			return le, fmt.Errorf("driver: WithLeaderElection %s must be positive, got %v", t.name, *t.d)
+			return le, fmt.Errorf("reconciler: WithLeaderElection %s must be positive, got %v", t.name, *t.d)
 		}
 	}
 	if le.LeaseDuration <= le.RenewDeadline {
-		return le, fmt.Errorf("driver: WithLeaderElection LeaseDuration %v must exceed RenewDeadline %v", le.LeaseDuration, le.RenewDeadline)
+		return le, fmt.Errorf("reconciler: WithLeaderElection LeaseDuration %v must exceed RenewDeadline %v", le.LeaseDuration, le.RenewDeadline)
 	}
 	if le.LeaseDuration > maxLeaseDuration {
-		return le, fmt.Errorf("driver: WithLeaderElection LeaseDuration must be at most %v (a Lease holds it in int32 seconds), got %v", maxLeaseDuration, le.LeaseDuration)
+		return le, fmt.Errorf("reconciler: WithLeaderElection LeaseDuration must be at most %v (a Lease holds it in int32 seconds), got %v", maxLeaseDuration, le.LeaseDuration)
 	}
 	// In float64: the product overflows a Duration for a RetryPeriod above
 	// about 243 years, and converted back it would wrap negative.
 	if float64(le.RenewDeadline) <= leaderelection.JitterFactor*float64(le.RetryPeriod) {
-		return le, fmt.Errorf("driver: WithLeaderElection RenewDeadline %v must exceed %v times RetryPeriod %v", le.RenewDeadline, leaderelection.JitterFactor, le.RetryPeriod)
+		return le, fmt.Errorf("reconciler: WithLeaderElection RenewDeadline %v must exceed %v times RetryPeriod %v", le.RenewDeadline, leaderelection.JitterFactor, le.RetryPeriod)
 	}
 	return le, nil
 }
@@ -113,7 +114,7 @@ func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) erro
 	cfg := *r.election
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
-		Client:     r.driver.kube.CoordinationV1(),
+		Client:     r.kube().CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}
 	for ctx.Err() == nil {
@@ -135,7 +136,7 @@ func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) erro
 			},
 		})
 		if err != nil {
-			return fmt.Errorf("driver: leader election: %w", err)
+			return fmt.Errorf("reconciler: leader election: %w", err)
 		}
 		le.Run(ctx)
 		select {
@@ -162,4 +163,9 @@ func (r *Reconciler) release(lock *resourcelock.LeaseLock, cfg LeaderElection) {
 	if err := lock.Update(ctx, resourcelock.LeaderElectionRecord{LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now}); err != nil {
 		r.log.Error(err, "releasing the lease", "lease", cfg.Namespace+"/"+cfg.Name)
 	}
+}
+
+func (r *Reconciler) kube() kubernetes.Interface {
+	_, kube := r.core.Clients()
+	return kube
 }

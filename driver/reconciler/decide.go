@@ -1,11 +1,24 @@
-package driver
+package reconciler
 
 import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+
+	"github.com/kubewire/kubewire/driver"
 )
+
+// LiveFence is what the reconciler knows about a namespace's fence.
+type LiveFence struct {
+	// Known is false when the fence could not be read: nothing may be
+	// decided from it.
+	Known bool
+	// Present is false when the API server said the policy does not exist.
+	Present bool
+	Fence   driver.Fence
+}
 
 // ActionType is what the reconciler does to one sandbox.
 type ActionType int
@@ -67,7 +80,7 @@ type Action struct {
 //
 // A bootstrap whose conditions are stale (the controller has not observed
 // it yet) is unknown, not stuck: it is never rolled back.
-func Decide(s Sandbox, live LiveFence, now time.Time, grace time.Duration) Action {
+func Decide(s driver.Sandbox, live LiveFence, now time.Time, grace time.Duration) Action {
 	if s.Deleting || !live.Known {
 		return Action{}
 	}
@@ -87,9 +100,9 @@ func Decide(s Sandbox, live LiveFence, now time.Time, grace time.Duration) Actio
 		return Action{}
 	}
 	switch {
-	case s.Phase == PhaseReady, s.Phase == PhaseFinished:
+	case s.Phase == driver.PhaseReady, s.Phase == driver.PhaseFinished:
 		return Action{Type: ActionClearBootstrap}
-	case s.Running && now.Sub(s.BootstrapStarted) > grace && (s.Phase == PhaseError || stuck(s)):
+	case s.Running && now.Sub(s.BootstrapStarted) > grace && (s.Phase == driver.PhaseError || stuck(s)):
 		return Action{Type: ActionRollback, Reason: "BootstrapFailed", Message: fmt.Sprintf("sandbox did not start within the bootstrap grace period (%s: %s); suspending it", s.Reason, s.Message), Warn: true}
 	}
 	return Action{}
@@ -97,6 +110,6 @@ func Decide(s Sandbox, live LiveFence, now time.Time, grace time.Duration) Actio
 
 // stuck reports whether the controller says, for the current generation,
 // that the sandbox cannot become ready yet.
-func stuck(s Sandbox) bool {
-	return s.Phase == PhaseStarting && (s.Reason == sandboxv1beta1.SandboxReasonDependenciesNotReady || s.Reason == ReasonUnschedulable)
+func stuck(s driver.Sandbox) bool {
+	return s.Phase == driver.PhaseStarting && (s.Reason == sandboxv1beta1.SandboxReasonDependenciesNotReady || s.Reason == corev1.PodReasonUnschedulable)
 }

@@ -1,0 +1,272 @@
+package drivertest
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/internal/sandboxtest"
+	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/retry"
+)
+
+// Settle bounds waits for the controller; they end as soon as it acts.
+const Settle = 30 * time.Second
+
+var AgentPod = sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}}}
+
+// Rig is one API server with the real controller and a fake kubelet for
+// one fresh namespace.
+type Rig struct {
+	Cfg     *rest.Config
+	CS      kubernetes.Interface
+	NS      string
+	Kubelet *kubetest.Kubelet
+}
+
+// CurrentRig runs agent-sandbox's controller of the go.mod release in
+// process, against the package's API server.
+func CurrentRig(t *testing.T) *Rig {
+	r := NewRig(t, env.Config(t))
+	sandboxtest.RunController(t, r.Cfg, r.NS)
+	return r
+}
+
+// LegacyRig uses a second API server, with the v0.4.6 CRD (v1alpha1 only;
+// it cannot share one with the v1beta1 CRD), and runs the v0.4.6
+// controller binary against it.
+func LegacyRig(t *testing.T) *Rig {
+	env.Config(t) // skips or fails as the package's API server does
+	binary, crd := sandboxtest.LegacyController(t)
+	r := NewRig(t, kubetest.Shared(crd).Config(t))
+	sandboxtest.RunLegacyController(t, r.Cfg, binary)
+	return r
+}
+
+// Rigs runs test against each release's controller.
+func Rigs(t *testing.T, test func(t *testing.T, r *Rig)) {
+	t.Run("v1beta1", func(t *testing.T) { test(t, CurrentRig(t)) })
+	t.Run("v1alpha1 (v0.4.6)", func(t *testing.T) { test(t, LegacyRig(t)) })
+}
+
+func NewRig(t *testing.T, cfg *rest.Config) *Rig {
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "sandboxes-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return &Rig{Cfg: cfg, CS: cs, NS: ns.Name, Kubelet: kubetest.RunKubelet(t, cfg, ns.Name)}
+}
+
+// driver returns a driver for the Rig's namespace whose requests go
+// through counter, if not nil.
+func (r *Rig) Driver(t *testing.T, counter *Writes, opts ...driver.Option) *driver.Driver {
+	cfg := rest.CopyConfig(r.Cfg)
+	if counter != nil {
+		cfg.Wrap(counter.Wrap)
+	}
+	d, err := driver.New(cfg, "gw", []string{r.NS}, opts...)
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	return d
+}
+
+// WaitPhase waits until the sandbox reaches want and returns it.
+func WaitPhase(t *testing.T, d *driver.Driver, ns, name string, want driver.Phase) driver.Sandbox {
+	t.Helper()
+	var got driver.Sandbox
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
+		got, err = d.Get(context.Background(), ns, name)
+		require.NoError(c, err)
+		assert.Equal(c, want, got.Phase)
+	}, Settle, 20*time.Millisecond, "sandbox %s/%s never reached %s", ns, name, want)
+	return got
+}
+
+// Writes counts the requests that change sandboxes, per sandbox name, at
+// the driver's transport; fail, when set, answers instead of the server.
+type Writes struct {
+	mu      sync.Mutex
+	patches map[string]int
+	refused int         // sandbox PATCHes refused with 409 Conflict
+	sending int         // sandbox PATCHes sent and not yet answered
+	at      []time.Time // when each sandbox PATCH was sent
+	other   int         // every other request but a read, an Event or a Lease
+	events  int
+	fail    func(*http.Request) bool
+}
+
+func NewWrites() *Writes { return &Writes{patches: map[string]int{}} }
+
+func (w *Writes) Wrap(rt http.RoundTripper) http.RoundTripper {
+	return RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		w.mu.Lock()
+		fail := w.fail
+		p := req.URL.Path
+		switch {
+		case req.Method == http.MethodGet:
+		case strings.HasPrefix(p, "/apis/events.k8s.io/"):
+			w.events++
+		case strings.HasPrefix(p, "/apis/coordination.k8s.io/"):
+			// Leader election renews and releases its Lease.
+		case req.Method == http.MethodPatch && strings.Contains(p, "/sandboxes/"):
+			w.patches[p[strings.LastIndex(p, "/")+1:]]++
+			w.at = append(w.at, time.Now())
+			w.sending++
+			defer w.answered()
+		default:
+			w.other++
+		}
+		w.mu.Unlock()
+		if fail != nil && fail(req) {
+			return nil, &net503{}
+		}
+		resp, err := rt.RoundTrip(req)
+		if err == nil && req.Method == http.MethodPatch && strings.Contains(p, "/sandboxes/") {
+			w.mu.Lock()
+			if resp.StatusCode == http.StatusConflict {
+				w.refused++
+			}
+			w.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+// answered counts a sandbox PATCH out of sending, after its refusal, if
+// any, was counted.
+func (w *Writes) answered() {
+	w.mu.Lock()
+	w.sending--
+	w.mu.Unlock()
+}
+
+// Settled waits until every sandbox PATCH sent has its answer counted. A
+// sandbox seen in the state a PATCH gave it may still have that PATCH's
+// answer on its way back: a count of what was refused is read after this.
+func (w *Writes) Settled(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.sending == 0
+	}, Settle, 5*time.Millisecond, "sandbox PATCHes still unanswered")
+}
+
+func (w *Writes) Reset() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.patches
+	w.patches = map[string]int{}
+	w.at = nil
+	out["(any other write)"] = w.other
+	w.other = 0
+	return out
+}
+
+// Refused returns how many sandbox PATCHes the API server refused with 409
+// Conflict since the last call, and forgets them.
+func (w *Writes) Refused() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.refused
+	w.refused = 0
+	return n
+}
+
+// SentAt returns when each sandbox PATCH since the last Reset was sent.
+func (w *Writes) SentAt() []time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]time.Time(nil), w.at...)
+}
+
+// SetFail makes the requests fail returns true for fail with a transport
+// error instead of reaching the server; nil stops it.
+func (w *Writes) SetFail(fail func(*http.Request) bool) {
+	w.mu.Lock()
+	w.fail = fail
+	w.mu.Unlock()
+}
+
+// RoundTripFunc is an http.RoundTripper made of a function.
+type RoundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// net503 is a transport failure the test injects.
+type net503 struct{}
+
+func (*net503) Error() string { return "injected: connection refused" }
+
+// Logs keeps every log line.
+type Logs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *Logs) Logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		l.lines = append(l.lines, args)
+		l.mu.Unlock()
+	}, funcr.Options{Verbosity: 1})
+}
+
+func (l *Logs) Count(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// NewDriver returns a driver for namespaces team-a and team-b on a,
+// logging to l if it is not nil, with a 2s timeout and retries without
+// backoff.
+func NewDriver(t testing.TB, a *APIServer, l *Logs, opts ...driver.Option) *driver.Driver {
+	t.Helper()
+	base := []driver.Option{
+		driver.WithAdapterOptions(kubeadapter.WithTimeout(2*time.Second), kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 }))),
+	}
+	if l != nil {
+		base = append(base, driver.WithLogger(l.Logger()))
+	}
+	d, err := driver.New(a.Config(), "gw", []string{"team-a", "team-b"}, append(base, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	return d
+}
+
+// Config returns a config for the package's kube-apiserver, which [Main]
+// started; it fails the test if that did not start.
+func Config(t testing.TB) *rest.Config { return env.Config(t) }
+
+// Observed reports whether every condition describes s's generation.
+func Observed(s driver.Sandbox) bool {
+	for _, c := range s.Conditions {
+		if c.ObservedGeneration != s.Generation {
+			return false
+		}
+	}
+	return len(s.Conditions) > 0
+}

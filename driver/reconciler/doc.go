@@ -1,0 +1,44 @@
+// Package reconciler is the controller of a [driver.Driver]'s sandboxes: it
+// converges each with its namespace's fence instead of repeating itself.
+//
+// # Run
+//
+// [Reconciler.Run] is built the way Kubernetes controllers are: shared
+// informers for the gateway's sandboxes (agent-sandbox's typed informers)
+// and each namespace's fence, a rate-limited workqueue and a worker pool
+// whose writes are bounded ([WithWorkers], [WithWriteLimit]). A fence
+// event queues every sandbox of its namespace; a sandbox event queues that
+// sandbox; a jittered resync ([WithPeriod], [WithJitter]) queues every
+// cached sandbox, as a safety net that never beats in step with a timeout
+// of the same length. The queue is the one write path: it never hands one
+// sandbox to two workers at once. Each sandbox is decided with the pure
+// function [Decide], whose doc is the table of states, and written through
+// the driver's resourceVersion-guarded patch. A failed write is queued
+// again with backoff.
+//
+// Unknown is not absent: until the caches have synced, and while a fence's
+// list or watch fails (or its watch ended and it has not listed again),
+// nothing is decided for that namespace; a fence is absent only when the
+// API server said so.
+//
+// [Reconciler.Pass] is one sweep that reads from the API server, for a
+// program that reconciles once; it refuses while Run runs.
+//
+// With [WithLeaderElection] several replicas share the work through a
+// coordination.k8s.io/v1 Lease: all keep warm caches, only the leader
+// writes, and a leader that loses the lease stops its workers before it
+// releases it.
+//
+// [New] starts nothing, and refuses an invalid option with an error naming
+// the option and the value; each option's doc states its default and its
+// bounds.
+//
+// # Observing
+//
+// An [Observer] ([WithObserver]) hears the counts of each pass and each
+// action carried out or failed, with the time from a fence change to the
+// suspension that answered it. [WithQueueMetrics] gives the work queue a
+// client-go workqueue.MetricsProvider. Package
+// [github.com/kubewire/kubewire/driver/drivermetrics] is both, as
+// Prometheus collectors; this package imports no metrics library.
+package reconciler

@@ -1,0 +1,170 @@
+package reconciler_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/driver/reconciler"
+	"github.com/kubewire/kubewire/internal/kubetest"
+)
+
+// TestStartStuckIsRolledBack: a start the scheduler cannot place is
+// Starting while it waits; past the bootstrap grace the reconciler
+// suspends it (never deletes it).
+func TestStartStuckIsRolledBack(t *testing.T) { drivertest.Rigs(t, startStuck) }
+
+func startStuck(t *testing.T, r *drivertest.Rig) {
+	ctx := context.Background()
+	r.Kubelet.Set("stuck", kubetest.PodUnschedulable)
+	d := r.Driver(t, nil)
+	_, err := d.Create(ctx, r.NS, "stuck", driver.CreateSpec{PodTemplate: drivertest.AgentPod})
+	require.NoError(t, err)
+	var s driver.Sandbox
+	// v0.5.6 mirrors the pod's PodScheduled; v0.4.x says only
+	// DependenciesNotReady.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s, err = d.Get(ctx, r.NS, "stuck")
+		require.NoError(c, err)
+		assert.Contains(c, []string{corev1.PodReasonUnschedulable, sandboxv1beta1.SandboxReasonDependenciesNotReady}, s.Reason)
+		assert.True(c, drivertest.Observed(s))
+	}, drivertest.Settle, 20*time.Millisecond)
+	assert.Equal(t, driver.PhaseStarting, s.Phase)
+	if s.Version == "v1beta1" {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			s, err = d.Get(ctx, r.NS, "stuck")
+			require.NoError(c, err)
+			assert.Equal(c, corev1.PodReasonUnschedulable, s.Reason)
+		}, drivertest.Settle, 20*time.Millisecond)
+	}
+
+	rec := newReconciler(t, d, reconciler.WithBootstrapGrace(time.Hour))
+	stats, err := rec.Pass(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, stats.Actions, "within the grace period")
+
+	// The start is older than a millisecond: past this grace.
+	rec = newReconciler(t, d, reconciler.WithBootstrapGrace(time.Millisecond))
+	stats, err = rec.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, stats.Actions)
+	assert.Equal(t, 1, stats.Warnings)
+	s = drivertest.WaitPhase(t, d, r.NS, "stuck", driver.PhaseStopped)
+	assert.False(t, s.Running)
+}
+
+// seedRegression is the field report on the real controller: 3 suspended
+// and 2 running sandboxes; the fence's generation moves; pass 1 writes
+// once to each running sandbox and to no suspended one, with one Event per
+// transition; passes 2 and 3 write nothing and warn about nothing.
+func seedRegression(t *testing.T, r *drivertest.Rig) {
+	ctx := context.Background()
+	counter := drivertest.NewWrites()
+	var l drivertest.Logs
+	d := r.Driver(t, counter, driver.WithLogger(l.Logger()))
+	names := []string{"run-0", "run-1", "sus-0", "sus-1", "sus-2"}
+	for _, name := range names {
+		_, err := d.Create(ctx, r.NS, name, driver.CreateSpec{PodTemplate: drivertest.AgentPod})
+		require.NoError(t, err)
+	}
+	for _, name := range names {
+		drivertest.WaitPhase(t, d, r.NS, name, driver.PhaseReady)
+	}
+	for _, name := range names[2:] {
+		_, err := d.Stop(ctx, r.NS, name)
+		require.NoError(t, err)
+	}
+	for _, name := range names[2:] {
+		drivertest.WaitPhase(t, d, r.NS, name, driver.PhaseStopped)
+	}
+	rec := newReconciler(t, d)
+	stats, err := rec.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, stats.Actions, "the running sandboxes' bootstrap marks are cleared")
+	assert.Zero(t, stats.Warnings)
+
+	// Change the fence's spec: the API server bumps its generation.
+	np, err := r.CS.NetworkingV1().NetworkPolicies(r.NS).Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
+	require.NoError(t, err)
+	np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+	np, err = r.CS.NetworkingV1().NetworkPolicies(r.NS).Update(ctx, np, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, np.Generation)
+	counter.Reset()
+
+	stats, err = rec.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, reconciler.PassStats{Seen: 5, Actions: 2, Warnings: 2, Duration: stats.Duration}, stats)
+	assert.Equal(t, map[string]int{"run-0": 1, "run-1": 1, "(any other write)": 0}, counter.Reset(), "pass 1: one write to each running sandbox")
+	for pass := 2; pass <= 3; pass++ {
+		stats, err = rec.Pass(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, reconciler.PassStats{Seen: 5, Duration: stats.Duration}, stats, "pass %d", pass)
+		assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "pass %d writes nothing", pass)
+	}
+	assert.Equal(t, 2, l.Count(staleWarning), "one warning per transition")
+	for _, name := range names[:2] {
+		drivertest.WaitPhase(t, d, r.NS, name, driver.PhaseStopped)
+	}
+
+	// One Event per transition, through client-go's recorder.
+	require.Eventually(t, func() bool { return len(staleEvents(t, r)) == 2 }, drivertest.Settle, 20*time.Millisecond)
+	d.Close()
+	for _, ev := range staleEvents(t, r) {
+		assert.Contains(t, []string{"run-0", "run-1"}, ev.Regarding.Name)
+		assert.Equal(t, "Sandbox", ev.Regarding.Kind)
+		assert.Equal(t, corev1.EventTypeWarning, ev.Type)
+		assert.Equal(t, "Suspend", ev.Action)
+		assert.Nil(t, ev.Series, "a single occurrence, not a series")
+	}
+}
+
+func staleEvents(t *testing.T, r *drivertest.Rig) []eventsv1.Event {
+	list, err := r.CS.EventsV1().Events(r.NS).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.ReportingController == driver.DefaultDriverName && ev.Reason == "StaleFence" {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func TestSeedRegression(t *testing.T) { drivertest.Rigs(t, seedRegression) }
+
+// TestUnreadableFence: when the fence cannot be read, the pass reports an
+// error and writes nothing, though every sandbox runs under an old fence.
+func TestUnreadableFence(t *testing.T) {
+	r := drivertest.CurrentRig(t)
+	ctx := context.Background()
+	counter := drivertest.NewWrites()
+	d := r.Driver(t, counter)
+	for _, name := range []string{"a", "b"} {
+		_, err := d.Create(ctx, r.NS, name, driver.CreateSpec{PodTemplate: drivertest.AgentPod})
+		require.NoError(t, err)
+	}
+	require.NoError(t, r.CS.NetworkingV1().NetworkPolicies(r.NS).Delete(ctx, driver.DefaultFenceName, metav1.DeleteOptions{}))
+	counter.Reset()
+	counter.SetFail(func(req *http.Request) bool { return strings.Contains(req.URL.Path, "/networkpolicies") })
+
+	stats, err := newReconciler(t, d).Pass(ctx)
+	require.Error(t, err)
+	assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
+	assert.ErrorContains(t, err, "injected")
+	assert.Equal(t, 1, stats.Errors)
+	assert.Zero(t, stats.Actions)
+	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "unknown is not absent: nothing written")
+}

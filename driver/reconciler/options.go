@@ -1,0 +1,204 @@
+package reconciler
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kubewire/kubewire/internal/hooks"
+)
+
+// Defaults.
+const (
+	// DefaultPeriod is the resync period: the safety net that queues
+	// every cached sandbox again. Events drive the reconciler; the resync
+	// reads the cache, not the API server.
+	DefaultPeriod = 10 * time.Minute
+	// DefaultJitter spreads resyncs over period*(1±DefaultJitter).
+	DefaultJitter         = 0.2
+	DefaultBootstrapGrace = 5 * time.Minute
+	// DefaultWorkers bounds the writes in flight.
+	DefaultWorkers = 8
+	// DefaultWriteQPS and DefaultWriteBurst bound the rate of writes: a
+	// fence change over 50,000 sandboxes becomes a steady stream of
+	// suspensions, not 50,000 concurrent PATCHes.
+	DefaultWriteQPS   = 50
+	DefaultWriteBurst = 100
+)
+
+// QueueName names Run's work queue to a workqueue.MetricsProvider.
+const QueueName = "kubewire-reconciler"
+
+// Option configures [New].
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	period     time.Duration
+	jitter     float64
+	grace      time.Duration
+	workers    int
+	writeQPS   float64
+	writeBurst int
+	election   *LeaderElection
+	observers  []Observer
+	queue      workqueue.MetricsProvider
+	log        *logr.Logger
+}
+
+func defaults() config {
+	return config{
+		period: DefaultPeriod, jitter: DefaultJitter, grace: DefaultBootstrapGrace, workers: DefaultWorkers,
+		writeQPS: DefaultWriteQPS, writeBurst: DefaultWriteBurst,
+	}
+}
+
+// WithPeriod sets the resync period. Default: [DefaultPeriod]. Must be at
+// least 1s: the resync is a safety net over the cache, and a shorter
+// period turns it into a busy loop.
+func WithPeriod(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < time.Second {
+			return fmt.Errorf("reconciler: WithPeriod must be at least 1s, got %v", d)
+		}
+		c.period = d
+		return nil
+	})
+}
+
+// WithJitter sets the relative jitter of the period: each wait is drawn
+// from period*(1±f). Default: [DefaultJitter]. Must be between 0.1 and
+// 0.5: at least 0.1 so that the resync never beats in step with a timeout
+// of the same length or with another replica's resync, at most 0.5 so that
+// no wait is shorter than half the period.
+func WithJitter(f float64) Option {
+	return optionFunc(func(c *config) error {
+		if !(f >= 0.1 && f <= 0.5) {
+			return fmt.Errorf("reconciler: WithJitter must be between 0.1 and 0.5, got %v", f)
+		}
+		c.jitter = f
+		return nil
+	})
+}
+
+// WithBootstrapGrace sets how long a create or start may take before a
+// failure or a stuck start reported by the controller rolls it back.
+// Default: [DefaultBootstrapGrace]. Must be positive: with no grace, a
+// start that the scheduler reports Unschedulable for a moment (while a
+// cluster autoscaler adds a node) would be rolled back at once.
+func WithBootstrapGrace(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("reconciler: WithBootstrapGrace must be positive, got %v", d)
+		}
+		c.grace = d
+		return nil
+	})
+}
+
+// WithWorkers sets how many sandboxes Run acts on at once, which bounds
+// the writes in flight. Default: [DefaultWorkers]. Must be at least 1.
+func WithWorkers(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("reconciler: WithWorkers must be at least 1, got %d", n)
+		}
+		c.workers = n
+		return nil
+	})
+}
+
+// WithWriteLimit bounds the rate of the reconciler's writes to qps per
+// second with bursts of burst. Default: [DefaultWriteQPS],
+// [DefaultWriteBurst]. A qps of rate.Inf (or +Inf) removes the bound.
+// qps must be positive and burst at least 1: a limit of 0 lets the first
+// burst through and then no write ever again, and a burst of 0 refuses
+// every write.
+func WithWriteLimit(qps float64, burst int) Option {
+	return optionFunc(func(c *config) error {
+		switch {
+		case !(qps > 0):
+			return fmt.Errorf("reconciler: WithWriteLimit qps must be positive, got %v", qps)
+		case burst < 1:
+			return fmt.Errorf("reconciler: WithWriteLimit burst must be at least 1, got %d", burst)
+		}
+		// rate.Limiter knows only rate.Inf as no limit; +Inf would
+		// make NaN tokens.
+		c.writeQPS, c.writeBurst = min(qps, float64(rate.Inf)), burst
+		return nil
+	})
+}
+
+// WithObserver adds o to the reconciler's observers: each hears every
+// pass and every action, in the order of the options. Must not be nil.
+// Default: none.
+func WithObserver(o Observer) Option {
+	return optionFunc(func(c *config) error {
+		if hooks.IsNil(o) {
+			return errors.New("reconciler: WithObserver must not be nil")
+		}
+		c.observers = append(c.observers, o)
+		return nil
+	})
+}
+
+// WithQueueMetrics gives Run's work queue p as its metrics provider,
+// under the name [QueueName]. Default: client-go's global provider
+// (workqueue.SetProvider), which is a no-op unless a program installs
+// one, as controller-runtime does. Must not be nil.
+func WithQueueMetrics(p workqueue.MetricsProvider) Option {
+	return optionFunc(func(c *config) error {
+		if hooks.IsNil(p) {
+			return errors.New("reconciler: WithQueueMetrics must not be nil")
+		}
+		c.queue = p
+		return nil
+	})
+}
+
+// WithLogger sets the reconciler's logger. Default: the driver's.
+func WithLogger(l logr.Logger) Option {
+	return optionFunc(func(c *config) error {
+		c.log = &l
+		return nil
+	})
+}
+
+// Observer hears what the reconciler does. Its methods are called on the
+// goroutine that did the work, concurrently from Run's workers, which wait
+// for them: they must be quick and safe for concurrent use. Package
+// drivermetrics has one; [ObserverFuncs] adapts functions.
+type Observer interface {
+	// ObservePass is called with the counts of each [Reconciler.Pass].
+	ObservePass(PassStats)
+	// ObserveAction is called with each action carried out and each
+	// failure, in passes and in Run's workers.
+	ObserveAction(ActionEvent)
+}
+
+// ObserverFuncs is an [Observer] made of functions; a nil one is skipped.
+type ObserverFuncs struct {
+	Pass   func(PassStats)
+	Action func(ActionEvent)
+}
+
+func (f ObserverFuncs) ObservePass(s PassStats) {
+	if f.Pass != nil {
+		f.Pass(s)
+	}
+}
+
+func (f ObserverFuncs) ObserveAction(e ActionEvent) {
+	if f.Action != nil {
+		f.Action(e)
+	}
+}

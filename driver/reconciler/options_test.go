@@ -1,0 +1,106 @@
+package reconciler_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/drivermetrics"
+	"github.com/kubewire/kubewire/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/driver/reconciler"
+)
+
+func TestNewReconcilerRejectsBadOptions(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
+	require.NoError(t, err)
+	defer d.Close()
+	le := func(f func(*reconciler.LeaderElection)) reconciler.Option {
+		le := reconciler.LeaderElection{Namespace: "a", Name: "gw-reconciler"}
+		f(&le)
+		return reconciler.WithLeaderElection(le)
+	}
+	tests := []struct {
+		give reconciler.Option
+		want string
+	}{
+		{reconciler.WithPeriod(200 * time.Millisecond), "reconciler: WithPeriod must be at least 1s, got 200ms"},
+		{reconciler.WithPeriod(0), "reconciler: WithPeriod must be at least 1s, got 0s"},
+		{reconciler.WithJitter(0.7), "reconciler: WithJitter must be between 0.1 and 0.5, got 0.7"},
+		{reconciler.WithJitter(0), "reconciler: WithJitter must be between 0.1 and 0.5, got 0"},
+		{reconciler.WithJitter(math.NaN()), "reconciler: WithJitter must be between 0.1 and 0.5, got NaN"},
+		{reconciler.WithBootstrapGrace(0), "reconciler: WithBootstrapGrace must be positive, got 0s"},
+		{reconciler.WithBootstrapGrace(-time.Minute), "reconciler: WithBootstrapGrace must be positive, got -1m0s"},
+		{reconciler.WithWorkers(0), "reconciler: WithWorkers must be at least 1, got 0"},
+		{reconciler.WithWriteLimit(0, 10), "reconciler: WithWriteLimit qps must be positive, got 0"},
+		{reconciler.WithWriteLimit(-5, 10), "reconciler: WithWriteLimit qps must be positive, got -5"},
+		{reconciler.WithWriteLimit(math.NaN(), 10), "reconciler: WithWriteLimit qps must be positive, got NaN"},
+		{reconciler.WithWriteLimit(50, 0), "reconciler: WithWriteLimit burst must be at least 1, got 0"},
+		{reconciler.WithObserver(nil), "reconciler: WithObserver must not be nil"},
+		{reconciler.WithObserver((*drivermetrics.Metrics)(nil)), "reconciler: WithObserver must not be nil"},
+		{reconciler.WithQueueMetrics(nil), "reconciler: WithQueueMetrics must not be nil"},
+		{reconciler.WithQueueMetrics((*drivermetrics.Metrics)(nil)), "reconciler: WithQueueMetrics must not be nil"},
+		{le(func(le *reconciler.LeaderElection) { le.Namespace = "Bad_NS" }), `reconciler: WithLeaderElection Namespace "Bad_NS" is not a valid namespace name`},
+		{le(func(le *reconciler.LeaderElection) { le.Name = "" }), `reconciler: WithLeaderElection Name "" is not a valid object name`},
+		{le(func(le *reconciler.LeaderElection) { le.LeaseDuration = -time.Second }), "reconciler: WithLeaderElection LeaseDuration must be positive, got -1s"},
+		{le(func(le *reconciler.LeaderElection) { le.RenewDeadline = -time.Second }), "reconciler: WithLeaderElection RenewDeadline must be positive, got -1s"},
+		{le(func(le *reconciler.LeaderElection) { le.RetryPeriod = -time.Second }), "reconciler: WithLeaderElection RetryPeriod must be positive, got -1s"},
+		{le(func(le *reconciler.LeaderElection) { le.LeaseDuration = 10 * time.Second }), "reconciler: WithLeaderElection LeaseDuration 10s must exceed RenewDeadline 10s"},
+		{le(func(le *reconciler.LeaderElection) { le.RetryPeriod = 9 * time.Second }), "reconciler: WithLeaderElection RenewDeadline 10s must exceed 1.2 times RetryPeriod 9s"},
+		{le(func(le *reconciler.LeaderElection) { le.RetryPeriod = math.MaxInt64 }), "reconciler: WithLeaderElection RenewDeadline 10s must exceed 1.2 times RetryPeriod 2562047h47m16.854775807s"},
+		{le(func(le *reconciler.LeaderElection) {
+			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = math.MaxInt64, math.MaxInt64-1, time.Second
+		}), "reconciler: WithLeaderElection LeaseDuration must be at most 596523h14m7s (a Lease holds it in int32 seconds), got 2562047h47m16.854775807s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			r, err := reconciler.New(d, reconciler.WithWorkers(2), tt.give)
+			assert.EqualError(t, err, tt.want)
+			assert.Nil(t, r)
+		})
+	}
+	_, err = reconciler.New(nil)
+	assert.EqualError(t, err, "reconciler: New: nil *driver.Driver")
+}
+
+// TestOptions: the bounds themselves are valid, nil options are skipped,
+// the later option wins, and +Inf is rate.Inf.
+func TestOptions(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
+	require.NoError(t, err)
+	defer d.Close()
+	r, err := reconciler.New(d, nil,
+		reconciler.WithPeriod(time.Second), reconciler.WithJitter(0.1), reconciler.WithJitter(0.5),
+		reconciler.WithBootstrapGrace(time.Nanosecond), reconciler.WithWorkers(1), reconciler.WithWriteLimit(math.Inf(1), 1),
+		reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: "a", Name: "gw-reconciler"}),
+		reconciler.WithObserver(reconciler.ObserverFuncs{}), reconciler.WithQueueMetrics(drivermetrics.New()),
+		reconciler.WithLogger(logr.Discard()), reconciler.WithWriteLimit(0.5, 1))
+	require.NoError(t, err)
+	qps, burst := reconciler.WriteLimit(r)
+	assert.Equal(t, rate.Limit(0.5), qps, "the later option wins")
+	assert.Equal(t, 1, burst)
+
+	r, err = reconciler.New(d, reconciler.WithWriteLimit(math.Inf(1), 1))
+	require.NoError(t, err)
+	qps, _ = reconciler.WriteLimit(r)
+	assert.Equal(t, rate.Inf, qps)
+}
+
+// TestStartedUnderCurrentFence: a sandbox started under the current fence
+// is left alone.
+func TestStartedUnderCurrentFence(t *testing.T) {
+	a := drivertest.StaleFixture(t, "v1beta1", false)
+	d := drivertest.NewDriver(t, a, nil)
+	_, err := d.Start(context.Background(), "team-a", "sb-1")
+	require.NoError(t, err)
+	stats, err := newReconciler(t, d).Pass(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, stats.Actions)
+}

@@ -1,0 +1,336 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal"
+	"github.com/kubewire/kubewire/retry"
+)
+
+// PassStats counts what one [Reconciler.Pass] saw and did.
+type PassStats struct {
+	Seen     int
+	Actions  int
+	Warnings int
+	Errors   int
+	Duration time.Duration
+}
+
+// ActionEvent reports one action the reconciler carried out, or one
+// failure, in a [Reconciler.Pass] or in the work of [Reconciler.Run].
+// Actions it decided but did not need to send (the sandbox converged
+// meanwhile) are not reported.
+type ActionEvent struct {
+	// Type is the action. With Err set it is the action that was decided,
+	// or ActionNone when the failure came before a decision: a read of a
+	// namespace's fence or sandboxes in a pass, or a sandbox whose fence is
+	// unknown in Run.
+	Type ActionType
+	// Warn says the action was a transition worth a warning and an Event.
+	Warn bool
+	// Err is nil when the action was carried out. A pass reports every
+	// error it counts in [PassStats.Errors]; Run reports every failure it
+	// queues again with backoff.
+	Err error
+	// SinceFence is the time from the reconciler observing a fence change
+	// (the event of the fence's informer that queued this sandbox) to the
+	// suspension being written. It is zero when the action did not answer
+	// a fence change: not a suspension, a pass, or no fence event pending
+	// for the sandbox. A failed write keeps the fence change pending, so
+	// the retry that succeeds is measured from it.
+	SinceFence time.Duration
+}
+
+// Reconciler converges a driver's sandboxes with their namespaces'
+// fences. Construct it with [New]. [Reconciler.Run] is the event-driven
+// controller; [Reconciler.Pass] is one sweep from the API server, for a
+// program that runs once. It is safe for concurrent use.
+type Reconciler struct {
+	driver   *driver.Driver
+	core     core
+	period   time.Duration
+	jitter   float64
+	grace    time.Duration
+	workers  int
+	limiter  *rate.Limiter
+	election *LeaderElection
+	observer observers
+	metrics  workqueue.MetricsProvider
+	log      logr.Logger
+
+	mu sync.Mutex
+	// running is set while Run runs; synced once its caches have synced.
+	running, synced bool
+	// leading is set while Run's workers run.
+	leading bool
+	// written records, per sandbox, the resourceVersion a write was based
+	// on, until the cache shows a newer one: a cache that has not caught
+	// up with our own write is not decided from again.
+	written map[types.NamespacedName]string
+}
+
+// New returns a reconciler for d's sandboxes. It starts nothing;
+// [Reconciler.Run] does. The error names the first invalid option.
+func New(d *driver.Driver, opts ...Option) (*Reconciler, error) {
+	if d == nil {
+		return nil, errors.New("reconciler: New: nil *driver.Driver")
+	}
+	c := defaults()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&c); err != nil {
+			return nil, err
+		}
+	}
+	cr, err := coreOf(d)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reconciler{
+		driver: d, core: cr, period: c.period, jitter: c.jitter, grace: c.grace, workers: c.workers,
+		limiter: rate.NewLimiter(rate.Limit(c.writeQPS), c.writeBurst), election: c.election,
+		observer: c.observers, metrics: c.queue, log: cr.Logger(),
+		written: map[types.NamespacedName]string{},
+	}
+	if c.log != nil {
+		r.log = *c.log
+	}
+	return r, nil
+}
+
+// observers is every observer of os, in order.
+type observers []Observer
+
+func (os observers) ObservePass(s PassStats) {
+	for _, o := range os {
+		o.ObservePass(s)
+	}
+}
+
+func (os observers) ObserveAction(e ActionEvent) {
+	for _, o := range os {
+		o.ObserveAction(e)
+	}
+}
+
+// next returns the jittered wait before the next resync.
+func (r *Reconciler) next() time.Duration {
+	f := 1 + r.jitter*(2*rand.Float64()-1)
+	return time.Duration(float64(r.period) * f)
+}
+
+// ErrRunning is the error of a [Reconciler.Pass] while [Reconciler.Run]
+// runs: Run's workers are the one write path, and its resync is the sweep.
+var ErrRunning = errors.New("reconciler: Pass: Run is running; its resync sweeps the cache through the workers")
+
+// Pass runs one full sweep from the API server: for each namespace it
+// reads the fence and lists the sandboxes (paginated), decides for each
+// sandbox with [Decide] and carries the actions out. It is for a program
+// that reconciles once; while Run runs it fails with [ErrRunning]. A
+// namespace whose fence or sandboxes cannot be read is skipped: nothing
+// is decided from unknown state. The error joins every failure of the
+// pass; the stats count them.
+func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
+	r.mu.Lock()
+	running := r.running
+	r.mu.Unlock()
+	if running {
+		return PassStats{}, ErrRunning
+	}
+	start := time.Now()
+	var stats PassStats
+	var errs []error
+	for _, ns := range r.driver.Namespaces() {
+		live, sandboxes, err := r.read(ctx, ns)
+		if err != nil {
+			stats.Errors++
+			errs = append(errs, err)
+			r.failed(ActionNone, err)
+			continue
+		}
+		now := time.Now()
+		for i := range sandboxes {
+			stats.Seen++
+			a, err := r.reconcile(ctx, nil, &sandboxes[i], live, now)
+			if err != nil {
+				stats.Errors++
+				errs = append(errs, err)
+				r.failed(a.Type, err)
+				continue
+			}
+			if a.Type != ActionNone {
+				stats.Actions++
+				if a.Warn {
+					stats.Warnings++
+				}
+			}
+		}
+	}
+	stats.Duration = time.Since(start)
+	r.observer.ObservePass(stats)
+	r.log.V(1).Info("reconcile pass", "seen", stats.Seen, "actions", stats.Actions, "warnings", stats.Warnings, "errors", stats.Errors, "duration", stats.Duration)
+	return stats, errors.Join(errs...)
+}
+
+// read returns ns's live fence and sandboxes from the API server.
+func (r *Reconciler) read(ctx context.Context, ns string) (LiveFence, []driver.Sandbox, error) {
+	live, err := r.readFence(ctx, ns, "")
+	if err != nil {
+		return LiveFence{}, nil, err
+	}
+	sandboxes, err := r.core.List(ctx, ns)
+	return live, sandboxes, err
+}
+
+func (r *Reconciler) readFence(ctx context.Context, ns, name string) (LiveFence, error) {
+	f, present, err := r.core.ReadFence(ctx, ns)
+	if err != nil {
+		return LiveFence{}, r.core.Error("reconcile", ns, name, err)
+	}
+	return LiveFence{Known: true, Present: present, Fence: f}, nil
+}
+
+// reconcile decides for s and carries the action out. It returns the
+// action taken: ActionNone when there was nothing to do, or when the
+// sandbox converged meanwhile; with an error, the action decided. It
+// reports the action carried out; the caller reports the error. q, when
+// not nil, holds the sandbox's pending fence change, which a decision
+// settles and a failure leaves pending.
+func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *driver.Sandbox, live LiveFence, now time.Time) (Action, error) {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	r.mu.Lock()
+	rv, wrote := r.written[key]
+	if wrote && rv != s.ResourceVersion {
+		delete(r.written, key)
+		wrote = false
+	}
+	r.mu.Unlock()
+	if wrote {
+		// The cache has not caught up with our own write; its event
+		// brings the sandbox back.
+		return Action{}, nil
+	}
+	live, a, err := r.decide(ctx, *s, live, now)
+	if err != nil {
+		return Action{}, err
+	}
+	if a.Type == ActionNone {
+		q.settle(key)
+		return a, nil
+	}
+	if err := r.limiter.Wait(ctx); err != nil {
+		return a, r.core.Error("reconcile", s.Namespace, s.Name, err)
+	}
+	done, err := r.act(ctx, s, live, now, a)
+	if err != nil {
+		return a, err
+	}
+	fenced := q.settle(key)
+	if !done {
+		return Action{}, nil
+	}
+	r.mu.Lock()
+	r.written[key] = s.ResourceVersion
+	r.mu.Unlock()
+	ev := ActionEvent{Type: a.Type, Warn: a.Warn}
+	if a.Type == ActionSuspend && !fenced.IsZero() {
+		ev.SinceFence = time.Since(fenced)
+	}
+	r.observer.ObserveAction(ev)
+	return a, nil
+}
+
+// decide decides for s with [Decide]. A cache whose fence watch was
+// re-established has not yet seen what happened meanwhile: it can say
+// absent, or an old uid, for a fence created or re-created since. Before
+// suspending on that, decide gets the API server's word, and returns the
+// fence it decided from.
+func (r *Reconciler) decide(ctx context.Context, s driver.Sandbox, live LiveFence, now time.Time) (LiveFence, Action, error) {
+	a := Decide(s, live, now, r.grace)
+	if a.Type != ActionSuspend || live.Present && live.Fence.UID == s.Fence.UID {
+		return live, a, nil
+	}
+	fresh, err := r.readFence(ctx, s.Namespace, s.Name)
+	if err != nil {
+		return live, Action{}, err
+	}
+	return fresh, Decide(s, fresh, now, r.grace), nil
+}
+
+// failed reports a failure to the observers.
+func (r *Reconciler) failed(t ActionType, err error) {
+	r.observer.ObserveAction(ActionEvent{Type: t, Err: err})
+}
+
+// act carries out a on s. It patches from the state it was given; on
+// conflict the object is read again and the decision made again, so a
+// sandbox that converged meanwhile is left alone. It reports whether a
+// patch was sent.
+func (r *Reconciler) act(ctx context.Context, s *driver.Sandbox, live LiveFence, now time.Time, a Action) (bool, error) {
+	// The patches are guarded by resourceVersion: a re-sent copy fails
+	// with 409 and is decided again, so they are safe to retry.
+	ctx = retry.ContextWithIdempotent(ctx)
+	var patched bool
+	var fenceErr error
+	first := true
+	out, err := r.core.Patch(ctx, s, func(cur driver.Sandbox) internal.Change {
+		patched = false
+		decided := a
+		if !first {
+			// cur was read again after a conflict: decide again, with the
+			// API server's fence where the cache's cannot be trusted.
+			if live, decided, fenceErr = r.decide(ctx, cur, live, now); fenceErr != nil {
+				return internal.NoChange
+			}
+		}
+		first = false
+		if decided.Type != a.Type {
+			return internal.NoChange
+		}
+		switch a.Type {
+		case ActionSuspend, ActionRollback:
+			patched = true
+			return internal.Suspend
+		case ActionClearBootstrap:
+			patched = true
+			return internal.ClearBootstrap
+		}
+		return internal.NoChange
+	})
+	if err == nil {
+		err = fenceErr
+	}
+	if err != nil {
+		return false, err
+	}
+	if patched && a.Warn {
+		r.log.Info("warning: "+a.Message, "namespace", s.Namespace, "sandbox", s.Name, "action", a.Type.String(),
+			"recordedFenceUID", s.Fence.UID, "recordedFenceGeneration", s.Fence.Generation,
+			"liveFenceUID", live.Fence.UID, "liveFenceGeneration", live.Fence.Generation)
+		r.core.Warn(out, a.Reason, actionVerb(a.Type), a.Message)
+	}
+	return patched, nil
+}
+
+// actionVerb is the action of an Event, what the driver did.
+func actionVerb(t ActionType) string {
+	switch t {
+	case ActionSuspend, ActionRollback:
+		return "Suspend"
+	case ActionClearBootstrap:
+		return "ClearBootstrap"
+	}
+	return "None"
+}

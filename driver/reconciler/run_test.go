@@ -1,0 +1,310 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/driver/reconciler"
+	"github.com/kubewire/kubewire/internal/faultproxy"
+)
+
+// runReconciler runs rec until the test ends or stop is called.
+func runReconciler(t *testing.T, rec *reconciler.Reconciler) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			assert.ErrorIs(t, <-done, context.Canceled)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// admitted creates n running sandboxes named prefix-i through d and waits
+// until each is Ready.
+func admitted(t *testing.T, r *drivertest.Rig, d *driver.Driver, prefix string, n int) []string {
+	ctx := context.Background()
+	var names []string
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		_, err := d.Create(ctx, r.NS, name, driver.CreateSpec{PodTemplate: drivertest.AgentPod})
+		require.NoError(t, err)
+		names = append(names, name)
+	}
+	for _, name := range names {
+		drivertest.WaitPhase(t, d, r.NS, name, driver.PhaseReady)
+	}
+	return names
+}
+
+// counted creates n running sandboxes like admitted and returns them with
+// a driver whose writes counter counts.
+func counted(t *testing.T, r *drivertest.Rig, n int) ([]string, *drivertest.Writes, *driver.Driver) {
+	names := admitted(t, r, r.Driver(t, nil), "sb", n)
+	counter := drivertest.NewWrites()
+	return names, counter, r.Driver(t, counter)
+}
+
+// waitFor waits until every named sandbox satisfies ok.
+func waitFor(t *testing.T, d *driver.Driver, ns string, names []string, what string, ok func(driver.Sandbox) bool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, name := range names {
+			s, err := d.Get(context.Background(), ns, name)
+			if !assert.NoError(t, err) || !ok(s) {
+				return false
+			}
+		}
+		return true
+	}, drivertest.Settle, 20*time.Millisecond, "not every sandbox is %s", what)
+}
+
+func bootstrapDone(s driver.Sandbox) bool { return s.BootstrapStarted.IsZero() }
+func suspended(s driver.Sandbox) bool     { return !s.Running }
+
+// moveFence changes the fence's spec, so the API server bumps its
+// generation, and returns when that happened.
+func moveFence(t *testing.T, r *drivertest.Rig) time.Time {
+	ctx := context.Background()
+	np, err := r.CS.NetworkingV1().NetworkPolicies(r.NS).Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
+	require.NoError(t, err)
+	if slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		np.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+	} else {
+		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+	}
+	at := time.Now()
+	_, err = r.CS.NetworkingV1().NetworkPolicies(r.NS).Update(ctx, np, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return at
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// TestRunFenceChange: a fence generation change makes every running
+// sandbox of the namespace suspended, once each, with one Event each,
+// driven by the fence's watch event, not by a period.
+func TestRunFenceChange(t *testing.T) {
+	r := drivertest.CurrentRig(t)
+	const n = 20
+	names, counter, d := counted(t, r, n)
+	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour))
+	runReconciler(t, rec)
+	waitFor(t, d, r.NS, names, "admitted", bootstrapDone)
+	counter.Reset()
+
+	changed := moveFence(t, r)
+	waitFor(t, d, r.NS, names, "suspended", suspended)
+	var lat []time.Duration
+	for _, at := range counter.SentAt() {
+		lat = append(lat, at.Sub(changed))
+	}
+	got := counter.Reset()
+	require.Len(t, lat, n)
+	for _, name := range names {
+		assert.Equal(t, 1, got[name], "%s patched once", name)
+	}
+	t.Logf("fence update to PATCH, %d sandboxes: p50 %s, p99 %s, last %s", n, percentile(lat, 0.5), percentile(lat, 0.99), slices.Max(lat))
+	require.Eventually(t, func() bool { return len(staleEvents(t, r)) == n }, drivertest.Settle, 20*time.Millisecond)
+}
+
+// TestRunSeedRegression: after the change settles, three resyncs write
+// nothing to the suspended sandboxes and warn about nothing. The resync
+// goes through the workers: each running sandbox's suspension is sent
+// once, and the API server refuses none for a stale resourceVersion.
+func TestRunSeedRegression(t *testing.T) {
+	r := drivertest.CurrentRig(t)
+	plain := r.Driver(t, nil)
+	names := admitted(t, r, plain, "sb", 5)
+	for _, name := range names[2:] {
+		_, err := plain.Stop(context.Background(), r.NS, name)
+		require.NoError(t, err)
+	}
+	counter := drivertest.NewWrites()
+	var l drivertest.Logs
+	d := r.Driver(t, counter, driver.WithLogger(l.Logger()))
+	m, reg := metrics(t)
+	rec := newReconciler(t, d, reconciler.WithPeriod(time.Second), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
+	runReconciler(t, rec)
+	waitFor(t, d, r.NS, names[:2], "admitted", bootstrapDone)
+	counter.Settled(t)
+	counter.Reset()
+	counter.Refused()
+	moveFence(t, r)
+	waitFor(t, d, r.NS, names, "stopped", func(s driver.Sandbox) bool { return s.Phase == driver.PhaseStopped })
+	counter.Settled(t)
+	sent := counter.Reset()
+	for _, name := range names[:2] {
+		assert.Equal(t, 1, sent[name], "%s: one suspension PATCH sent", name)
+	}
+	for _, name := range names[2:] {
+		assert.Zero(t, sent[name], "%s was already suspended", name)
+	}
+
+	resyncs, worked := l.Count(resynced), scrape(t, reg)[mWorkDone]
+	require.Eventually(t, func() bool {
+		return l.Count(resynced) >= resyncs+3 && scrape(t, reg)[mWorkDone] >= worked+15
+	}, drivertest.Settle, 20*time.Millisecond, "three resyncs hand every sandbox to a worker")
+	counter.Settled(t)
+	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "three resyncs write nothing")
+	assert.Zero(t, counter.Refused(), "no PATCH refused with 409: one sandbox is never with two workers")
+	assert.Equal(t, 2, l.Count(staleWarning), "one warning per transition, none on resync")
+}
+
+// resynced is the reconciler's log line for each resync.
+const resynced = "resync queued every cached sandbox"
+
+// TestLeaderElection: two replicas on one API server; exactly one writes;
+// when the leader stops, the other takes over and acts on a fence change
+// made afterwards; no sandbox is patched twice for one transition.
+func TestLeaderElection(t *testing.T) {
+	r := drivertest.CurrentRig(t)
+	plain := r.Driver(t, nil)
+	lease := func(id string) reconciler.LeaderElection {
+		return reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id,
+			LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	}
+	type replica struct {
+		counter *drivertest.Writes
+		rec     *reconciler.Reconciler
+		stop    func()
+	}
+	var replicas []*replica
+	for _, id := range []string{"a", "b"} {
+		c := drivertest.NewWrites()
+		rec := newReconciler(t, r.Driver(t, c), reconciler.WithPeriod(time.Hour), reconciler.WithLeaderElection(lease(id)))
+		replicas = append(replicas, &replica{counter: c, rec: rec, stop: runReconciler(t, rec)})
+	}
+	var leader, follower *replica
+	require.Eventually(t, func() bool {
+		for i, rp := range replicas {
+			if rp.rec.Leading() {
+				leader, follower = rp, replicas[1-i]
+				return true
+			}
+		}
+		return false
+	}, drivertest.Settle, 20*time.Millisecond)
+
+	names := admitted(t, r, plain, "sb", 4)
+	waitFor(t, plain, r.NS, names, "admitted", bootstrapDone)
+	moveFence(t, r)
+	waitFor(t, plain, r.NS, names, "suspended", suspended)
+	assert.False(t, follower.rec.Leading())
+	leader.counter.Settled(t)
+	sent := leader.counter.Reset()
+	for _, name := range names {
+		assert.GreaterOrEqual(t, sent[name], 1, "the leader acted on %s", name)
+		assert.LessOrEqual(t, sent[name], 2, "%s: a bootstrap clear and a suspension at most", name)
+	}
+	assert.Zero(t, leader.counter.Refused(), "no PATCH refused with 409")
+	assert.Equal(t, map[string]int{"(any other write)": 0}, follower.counter.Reset(), "the follower writes nothing")
+	_, err := follower.rec.Pass(context.Background())
+	assert.ErrorIs(t, err, reconciler.ErrRunning, "a follower's Pass would write beside the leader")
+
+	leader.stop()
+	require.Eventually(t, follower.rec.Leading, drivertest.Settle, 20*time.Millisecond, "the follower takes over")
+	for _, name := range names {
+		_, err := plain.Start(context.Background(), r.NS, name)
+		require.NoError(t, err)
+	}
+	waitFor(t, plain, r.NS, names, "ready again", func(s driver.Sandbox) bool { return s.Phase == driver.PhaseReady && bootstrapDone(s) })
+	follower.counter.Settled(t)
+	follower.counter.Reset()
+	follower.counter.Refused()
+	moveFence(t, r)
+	waitFor(t, plain, r.NS, names, "suspended again", suspended)
+	follower.counter.Settled(t)
+	sent = follower.counter.Reset()
+	for _, name := range names {
+		assert.Equal(t, 1, sent[name], "the new leader sent one suspension PATCH to %s", name)
+	}
+	assert.Zero(t, follower.counter.Refused(), "no PATCH refused with 409")
+	assert.Equal(t, map[string]int{"(any other write)": 0}, leader.counter.Reset(), "the old leader writes nothing")
+}
+
+// TestWatchBreak: the connection under the informers is reset and new
+// ones are refused; while the fence cannot be watched or listed it is
+// unknown, even though it was deleted meanwhile, and nothing is written.
+// Once the informer lists again, the API server's answer (absent) is acted
+// on: every running sandbox is suspended.
+func TestWatchBreak(t *testing.T) {
+	r := drivertest.CurrentRig(t)
+	names := admitted(t, r, r.Driver(t, nil), "sb", 3)
+	u, err := url.Parse(r.Cfg.Host)
+	require.NoError(t, err)
+	proxy, err := faultproxy.New(u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	_, port, _ := net.SplitHostPort(proxy.Addr())
+	viaProxy := *r
+	viaProxy.Cfg = rest.CopyConfig(r.Cfg)
+	viaProxy.Cfg.Host = "https://127.0.0.1:" + port
+	counter := drivertest.NewWrites()
+	d := viaProxy.Driver(t, counter)
+	unknown := make(chan error, 100)
+	rec := newReconciler(t, d, reconciler.WithPeriod(time.Second), reconciler.WithObserver(reconciler.ObserverFuncs{
+		Action: func(ev reconciler.ActionEvent) {
+			if ev.Err != nil {
+				select {
+				case unknown <- ev.Err:
+				default:
+				}
+			}
+		},
+	}))
+	runReconciler(t, rec)
+	plain := r.Driver(t, nil)
+	waitFor(t, plain, r.NS, names, "admitted", bootstrapDone)
+	counter.Reset()
+
+	for len(unknown) > 0 {
+		<-unknown
+	}
+	proxy.SetFault(faultproxy.ResetBeforeForward)
+	proxy.ResetAll()
+	require.NoError(t, r.CS.NetworkingV1().NetworkPolicies(r.NS).Delete(context.Background(), driver.DefaultFenceName, metav1.DeleteOptions{}))
+	// The resync hands every sandbox to a worker, which finds the fence
+	// unknown and decides nothing.
+	select {
+	case err := <-unknown:
+		assert.ErrorContains(t, err, "fence")
+	case <-time.After(drivertest.Settle):
+		t.Fatal("the fence never became unknown")
+	}
+	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "nothing written while the fence is unknown")
+	for _, name := range names {
+		s, err := plain.Get(context.Background(), r.NS, name)
+		require.NoError(t, err)
+		assert.True(t, s.Running, "%s still runs", name)
+	}
+
+	proxy.SetFault(faultproxy.None)
+	waitFor(t, plain, r.NS, names, "suspended", suspended)
+	got := counter.Reset()
+	for _, name := range names {
+		assert.Equal(t, 1, got[name], "%s suspended once after the re-list", name)
+	}
+}
