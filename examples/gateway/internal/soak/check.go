@@ -230,7 +230,7 @@ func Check(in Input) *Result {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		r.checkSandbox(name, byName[name], record[name], fences, in)
+		newSandboxCheck(r, name, byName[name], record[name], fences, in).check()
 	}
 	for name := range in.Final {
 		if _, ok := byName[name]; !ok {
@@ -447,155 +447,230 @@ func parseRV(s string) uint64 {
 	return v
 }
 
-// checkSandbox checks one sandbox: every acknowledgement is in the
+// sandboxCheck judges one sandbox: every acknowledgement is in the
 // record, nothing but a later operation or the reconciler's suspension
 // for a fence change undoes it, and the final state is the record's last.
-func (r *Result) checkSandbox(name string, history []*Op, rec *record, fences []fenceVersion, in Input) {
+type sandboxCheck struct {
+	r    *Result
+	name string
+	// history is the sandbox's operations, by start.
+	history []*Op
+	es      []entry
+	maybes  []maybeWrite
+	fences  []fenceVersion
+	// final is the sandbox's state after the run, if it exists.
+	final      State
+	exists     bool
+	finalFence State
+
+	// index is each operation's position in history, by ID.
+	index map[string]int
+	// states[i] is the sandbox's state after es[i].
+	states []State
+	// reported holds the changes ackHeld found undoing an
+	// acknowledgement, so changesExplained does not report them again.
+	reported map[int]bool
+}
+
+func newSandboxCheck(r *Result, name string, history []*Op, rec *record, fences []fenceVersion, in Input) *sandboxCheck {
 	if rec == nil {
 		rec = &record{}
 	}
-	es := rec.es
-	index := map[string]int{}
+	c := &sandboxCheck{r: r, name: name, history: history, es: rec.es, maybes: rec.maybes, fences: fences,
+		finalFence: in.FinalFence, index: map[string]int{}, states: make([]State, len(rec.es)), reported: map[int]bool{}}
+	c.final, c.exists = in.Final[name]
 	for i, op := range history {
-		index[op.ID] = i
+		c.index[op.ID] = i
 	}
-	// states[i] is the sandbox's state after es[i].
-	states := make([]State, len(es))
-	for i, e := range es {
+	for i, e := range c.es {
 		if !e.deleted {
-			states[i] = e.state
+			c.states[i] = e.state
 		}
 	}
-	before := func(i int) State {
-		if i == 0 {
-			return State{}
-		}
-		return states[i-1]
-	}
-	// explained reports whether es[i], which changed the intent, may come
-	// after the acknowledgement of history[acked] (-1: of none): it is a
-	// later operation's write, or the reconciler suspending a sandbox the
-	// fence moved past; or, when the record holds no answer of the write
-	// that made the version, a write of such a kind that the API server
-	// answered 5xx or not at all before the version was seen.
-	explained := func(i, acked int) (bool, string) {
-		e := es[i]
-		b, a := before(i), states[i]
-		suspends := e.byGW && b.Exists && a.Exists && b.UID == a.UID && b.Running && !a.Running
-		staleFence := func(rv uint64) bool {
-			live, ok := fenceAt(fences, rv)
-			return !ok || live.uid != b.FenceUID || live.gen != b.FenceGeneration
-		}
-		if !e.read {
-			if j, ok := index[e.op]; ok {
-				if j > acked {
-					return true, ""
-				}
-				return false, fmt.Sprintf("%s by %s after the acknowledged version", e.verb, e.op)
-			}
-			if e.op != "" {
-				return false, fmt.Sprintf("%s by %s, an operation on another sandbox", e.verb, e.op)
-			}
-			if suspends && e.op == "" {
-				if staleFence(e.rv) {
-					return true, ""
-				}
-				return false, fmt.Sprintf("the reconciler suspended it at rv %d inside the live fence (generation %d)", e.rv, b.FenceGeneration)
-			}
-		}
-		for _, m := range rec.maybes {
-			if !m.at.Before(e.at) {
-				continue
-			}
-			if j, ok := index[m.op]; ok && j > acked {
-				return true, ""
-			}
-			if m.op == "" && m.byGW && b.Running && !a.Running && staleFence(e.rv) {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%s%s at rv %d by %s: %s -> %s, and no write answered 5xx explains it", e.verb, sub(e.sub), e.rv, writer(e), b, a)
-	}
+	return c
+}
 
-	reported := map[int]bool{}
-	for hi, op := range history {
+// check applies the rules in turn. A final state the record does not
+// explain is one violation, not also one of the fence.
+func (c *sandboxCheck) check() {
+	for hi, op := range c.history {
 		if op.Outcome != OK || !(op.Kind.writes() || op.Kind == Get) {
 			continue
 		}
-		pos := -1
-		switch {
-		case op.Kind == Delete:
-			pos = slices.IndexFunc(es, func(e entry) bool { return e.deleted && e.op == op.ID })
-			if pos < 0 {
-				r.violate(Violation{Kind: ViolationAckNotRecorded, Name: name, Op: op.ID, Detail: "acknowledged delete, but the record shows no delete of the sandbox by it"})
-				continue
-			}
-		case op.State == nil || !op.State.Exists:
-			continue
-		default:
-			pos = slices.IndexFunc(es, func(e entry) bool {
-				return !e.deleted && e.state.UID == op.State.UID && e.state.ResourceVersion == op.State.ResourceVersion
-			})
-			if pos < 0 {
-				r.violate(Violation{Kind: ViolationAckNotRecorded, Name: name, Op: op.ID, Detail: fmt.Sprintf("acknowledged %s answered %s, a version the record does not hold", op.Kind, op.State)})
-				continue
-			}
-			if !states[pos].sameIntent(*op.State) {
-				r.violate(Violation{Kind: ViolationAckNotRecorded, Name: name, Op: op.ID, Detail: fmt.Sprintf("acknowledged %s answered %s, the record holds %s at that version", op.Kind, op.State, states[pos])})
-				continue
-			}
-		}
-		if op.Kind == Get {
-			continue
-		}
-		// The acknowledged state holds until the next change of intent,
-		// which must be explained; after it, that change is what holds.
-		for i := pos + 1; i < len(es); i++ {
-			if before(i).sameIntent(states[i]) {
-				continue
-			}
-			if ok, why := explained(i, hi); !ok {
-				r.violate(Violation{Kind: ViolationAckUndone, Name: name, Op: op.ID, Detail: fmt.Sprintf("acknowledged %s undone: %s", op.Kind, why)})
-				reported[i] = true
-			}
-			break
+		if pos, ok := c.ackInRecord(op); ok && op.Kind != Get {
+			c.ackHeld(hi, pos)
 		}
 	}
-	// A change no acknowledgement preceded must still be someone's.
-	for i := range es {
-		if reported[i] || before(i).sameIntent(states[i]) {
-			continue
-		}
-		if ok, why := explained(i, -1); !ok {
-			r.violate(Violation{Kind: ViolationUnexplained, Name: name, Detail: why})
-		}
+	c.changesExplained()
+	if c.finalAsRecorded() {
+		c.finalInFence()
 	}
+}
 
-	final, exists := in.Final[name]
-	last := State{}
-	if len(states) > 0 {
-		last = states[len(states)-1]
+func (c *sandboxCheck) violate(kind, op, detail string) {
+	c.r.violate(Violation{Kind: kind, Name: c.name, Op: op, Detail: detail})
+}
+
+// before is the sandbox's state before es[i].
+func (c *sandboxCheck) before(i int) State {
+	if i == 0 {
+		return State{}
 	}
-	// The final state is read by a list the audit log does not hold. A
-	// write answered 5xx after the record's last version (one cut at the
-	// end of the run) may have made it, as it may any version a read
-	// shows; so may the reconciler suspending a sandbox by a write
-	// answered 5xx.
-	lateWrite := func() bool {
-		for _, m := range rec.maybes {
-			if len(es) > 0 && !m.at.After(es[len(es)-1].at) {
-				continue
-			}
-			if _, ok := index[m.op]; ok || m.op == "" && m.byGW && last.Running && !final.Running {
-				return true
-			}
+	return c.states[i-1]
+}
+
+// changesIntent reports whether es[i] changed what the sandbox should be.
+func (c *sandboxCheck) changesIntent(i int) bool { return !c.before(i).sameIntent(c.states[i]) }
+
+// ackInRecord checks that the record holds what the acknowledged op
+// answered, and returns where: a delete's deletion, or the version a
+// write or get answered. ok is false if it does not, or if op answered no
+// sandbox.
+func (c *sandboxCheck) ackInRecord(op *Op) (pos int, ok bool) {
+	switch {
+	case op.Kind == Delete:
+		pos = slices.IndexFunc(c.es, func(e entry) bool { return e.deleted && e.op == op.ID })
+		if pos < 0 {
+			c.violate(ViolationAckNotRecorded, op.ID, "acknowledged delete, but the record shows no delete of the sandbox by it")
+			return pos, false
 		}
+	case op.State == nil || !op.State.Exists:
+		return -1, false
+	default:
+		pos = slices.IndexFunc(c.es, func(e entry) bool {
+			return !e.deleted && e.state.UID == op.State.UID && e.state.ResourceVersion == op.State.ResourceVersion
+		})
+		if pos < 0 {
+			c.violate(ViolationAckNotRecorded, op.ID, fmt.Sprintf("acknowledged %s answered %s, a version the record does not hold", op.Kind, op.State))
+			return pos, false
+		}
+		if !c.states[pos].sameIntent(*op.State) {
+			c.violate(ViolationAckNotRecorded, op.ID, fmt.Sprintf("acknowledged %s answered %s, the record holds %s at that version", op.Kind, op.State, c.states[pos]))
+			return pos, false
+		}
+	}
+	return pos, true
+}
+
+// ackHeld checks that the state history[acked] acknowledged at es[pos]
+// holds until the next change of intent, which must be explained; after
+// it, that change is what holds.
+func (c *sandboxCheck) ackHeld(acked, pos int) {
+	for i := pos + 1; i < len(c.es); i++ {
+		if !c.changesIntent(i) {
+			continue
+		}
+		if ok, why := c.explained(i, acked); !ok {
+			op := c.history[acked]
+			c.violate(ViolationAckUndone, op.ID, fmt.Sprintf("acknowledged %s undone: %s", op.Kind, why))
+			c.reported[i] = true
+		}
+		return
+	}
+}
+
+// changesExplained checks that a change no acknowledgement preceded is
+// still someone's.
+func (c *sandboxCheck) changesExplained() {
+	for i := range c.es {
+		if c.reported[i] || !c.changesIntent(i) {
+			continue
+		}
+		if ok, why := c.explained(i, -1); !ok {
+			c.violate(ViolationUnexplained, "", why)
+		}
+	}
+}
+
+// explained reports whether es[i], which changed the intent, may come
+// after the acknowledgement of history[acked] (-1: of none): it is a
+// later operation's write, or the reconciler suspending a sandbox the
+// fence moved past; or, when the record holds no answer of the write
+// that made the version, a write of such a kind that the API server
+// answered 5xx or not at all before the version was seen.
+func (c *sandboxCheck) explained(i, acked int) (bool, string) {
+	e := c.es[i]
+	b, a := c.before(i), c.states[i]
+	suspends := e.byGW && b.Exists && a.Exists && b.UID == a.UID && b.Running && !a.Running
+	if !e.read {
+		if j, ok := c.index[e.op]; ok {
+			if j > acked {
+				return true, ""
+			}
+			return false, fmt.Sprintf("%s by %s after the acknowledged version", e.verb, e.op)
+		}
+		if e.op != "" {
+			return false, fmt.Sprintf("%s by %s, an operation on another sandbox", e.verb, e.op)
+		}
+		if suspends {
+			if c.staleFence(e.rv, b) {
+				return true, ""
+			}
+			return false, fmt.Sprintf("the reconciler suspended it at rv %d inside the live fence (generation %d)", e.rv, b.FenceGeneration)
+		}
+	}
+	for _, m := range c.maybes {
+		if !m.at.Before(e.at) {
+			continue
+		}
+		if j, ok := c.index[m.op]; ok && j > acked {
+			return true, ""
+		}
+		if m.op == "" && m.byGW && b.Running && !a.Running && c.staleFence(e.rv, b) {
+			return true, ""
+		}
+	}
+	return false, fmt.Sprintf("%s%s at rv %d by %s: %s -> %s, and no write answered 5xx explains it", e.verb, sub(e.sub), e.rv, writer(e), b, a)
+}
+
+// staleFence reports whether the live fence at revision rv is not the one
+// state b ran inside.
+func (c *sandboxCheck) staleFence(rv uint64, b State) bool {
+	live, ok := fenceAt(c.fences, rv)
+	return !ok || live.uid != b.FenceUID || live.gen != b.FenceGeneration
+}
+
+// last is the record's last state of the sandbox.
+func (c *sandboxCheck) last() State {
+	if len(c.states) == 0 {
+		return State{}
+	}
+	return c.states[len(c.states)-1]
+}
+
+// finalAsRecorded checks that the final state is the record's last, and
+// reports whether it is, or may be.
+func (c *sandboxCheck) finalAsRecorded() bool {
+	last := c.last()
+	if (c.exists != last.Exists || c.exists && !c.final.sameIntent(last)) && !c.lateWrite(last) {
+		c.violate(ViolationFinalState, "", fmt.Sprintf("final state %s, the record's last %s", stateOf(c.final, c.exists), last))
 		return false
 	}
-	if (exists != last.Exists || exists && !final.sameIntent(last)) && !lateWrite() {
-		r.violate(Violation{Kind: ViolationFinalState, Name: name, Detail: fmt.Sprintf("final state %s, the record's last %s", stateOf(final, exists), last)})
-	} else if exists && final.Running && (final.FenceUID != in.FinalFence.FenceUID || final.FenceGeneration != in.FinalFence.FenceGeneration) {
-		r.violate(Violation{Kind: ViolationNotConverged, Name: name, Detail: fmt.Sprintf("%s, outside the final fence (generation %d)", final, in.FinalFence.FenceGeneration)})
+	return true
+}
+
+// lateWrite reports whether a write may have made the final state, which
+// is read by a list the audit log does not hold: a write answered 5xx
+// after the record's last version (one cut at the end of the run), as it
+// may have made any version a read shows, or the reconciler suspending
+// the sandbox by a write answered 5xx.
+func (c *sandboxCheck) lateWrite(last State) bool {
+	for _, m := range c.maybes {
+		if len(c.es) > 0 && !m.at.After(c.es[len(c.es)-1].at) {
+			continue
+		}
+		if _, ok := c.index[m.op]; ok || m.op == "" && m.byGW && last.Running && !c.final.Running {
+			return true
+		}
+	}
+	return false
+}
+
+// finalInFence checks that the sandbox, if it runs at the end, runs
+// inside the final fence.
+func (c *sandboxCheck) finalInFence() {
+	if c.exists && c.final.Running && (c.final.FenceUID != c.finalFence.FenceUID || c.final.FenceGeneration != c.finalFence.FenceGeneration) {
+		c.violate(ViolationNotConverged, "", fmt.Sprintf("%s, outside the final fence (generation %d)", c.final, c.finalFence.FenceGeneration))
 	}
 }
 

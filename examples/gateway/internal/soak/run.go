@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/internal/sandboxtest"
 )
@@ -158,31 +159,94 @@ func (r *Report) Failed() bool { return r.Result.Failed() || len(r.Leaks) > 0 ||
 // API server does not start it fails, as [kubetest.Env.Config] does.
 func Run(t testing.TB, c Config, gw Gateway) *Report {
 	t.Helper()
-	wall := time.Now()
-	dir := c.Out
-	if dir == "" {
-		dir = t.TempDir()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	s := &soakRun{t: t, c: c, wall: time.Now(), clients: &http.Transport{}}
+	defer s.teardown()
+	s.prepareDir()
+	s.startAPIServer()
+	s.startCluster()
+	s.beginReport()
+	s.startGateway(gw)
+	s.prepareLoad()
+	s.runLoad()
+	s.awaitConvergence()
+	s.measureLeaks()
+	s.collectFaults()
+	s.audit()
+	s.writeReport()
+	return s.rep
+}
+
+// soakRun is the state one [Run] hands from phase to phase. Each phase
+// fails the test on an error, as Run does.
+type soakRun struct {
+	t    testing.TB
+	c    Config
+	wall time.Time
+
+	dir      string
+	auditLog string
+
+	env   *kubetest.Env
+	admin *rest.Config
+	cs    *kubernetes.Clientset
+	ns    string
+	// gwcfg reaches the API server through proxy, as the gateway's user.
+	gwcfg *rest.Config
+	proxy *faultproxy.Proxy
+
+	rep *Report
+
+	srv         *httptest.Server
+	stopGW      func()
+	gatewayUp   bool
+	clients     *http.Transport
+	historyFile *os.File
+	rec         *Recorder
+	work        *workload
+	inj         *injector
+	faults      []planned
+
+	final      map[string]State
+	finalFence State
+	windows    []Window
+}
+
+// prepareDir makes the artifacts directory and writes the audit policy
+// there; a log left by an earlier run with the same Out would be judged
+// with this one, so it goes.
+func (s *soakRun) prepareDir() {
+	s.t.Helper()
+	s.dir = s.c.Out
+	if s.dir == "" {
+		s.dir = s.t.TempDir()
+	} else if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		s.t.Fatal(err)
 	}
-	policy := filepath.Join(dir, "audit-policy.yaml")
-	auditLog := filepath.Join(dir, "audit.log")
-	if err := os.WriteFile(policy, []byte(AuditPolicy), 0o644); err != nil {
-		t.Fatal(err)
+	s.auditLog = filepath.Join(s.dir, "audit.log")
+	if err := os.WriteFile(s.policy(), []byte(AuditPolicy), 0o644); err != nil {
+		s.t.Fatal(err)
 	}
-	_ = os.Remove(auditLog)
+	_ = os.Remove(s.auditLog)
+}
+
+func (s *soakRun) policy() string { return filepath.Join(s.dir, "audit-policy.yaml") }
+
+// startAPIServer starts etcd and kube-apiserver with the sandbox CRD and
+// the audit log, until the test ends.
+func (s *soakRun) startAPIServer() {
+	s.t.Helper()
 	crd, err := sandboxtest.SandboxCRD()
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	apiLog, err := os.Create(filepath.Join(dir, "kube-apiserver.log"))
+	apiLog, err := os.Create(filepath.Join(s.dir, "kube-apiserver.log"))
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = apiLog.Close() })
-	env := kubetest.StartWith(kubetest.Options{CRDPaths: []string{crd}, APIServerOutput: apiLog, APIServerArgs: map[string]string{
-		"audit-policy-file": policy,
-		"audit-log-path":    auditLog,
+	s.t.Cleanup(func() { _ = apiLog.Close() })
+	s.env = kubetest.StartWith(kubetest.Options{CRDPaths: []string{crd}, APIServerOutput: apiLog, APIServerArgs: map[string]string{
+		"audit-policy-file": s.policy(),
+		"audit-log-path":    s.auditLog,
 		// Megabytes before the log rotates: never, in a soak.
 		"audit-log-maxsize": "100000",
 		// A restart as a production API server behind a load balancer
@@ -191,136 +255,196 @@ func Run(t testing.TB, c Config, gw Gateway) *Report {
 		// server waits its 60s request timeout for open watches to end.
 		"shutdown-send-retry-after": "true",
 	}})
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
+	s.t.Cleanup(func() {
+		if err := s.env.Stop(); err != nil {
+			s.t.Error(err)
 		}
 	})
-	admin := env.Config(t)
-	admin.Wrap(Stamp)
-	cs, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	nsObj, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "soak-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := nsObj.Name
-	sandboxtest.RunController(t, admin, ns)
-	kubetest.RunKubelet(t, admin, ns)
+}
 
-	user, err := env.AddUser(GatewayUser, "system:masters")
+// startCluster makes the soak's namespace, runs the sandbox controller
+// and the kubelet in it as admin, and gives the gateway its own user
+// behind the fault proxy.
+func (s *soakRun) startCluster() {
+	s.t.Helper()
+	s.admin = s.env.Config(s.t)
+	s.admin.Wrap(Stamp)
+	var err error
+	s.cs, err = kubernetes.NewForConfig(s.admin)
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	gwcfg, proxy := kubetest.Proxied(t, user)
-	gwcfg.Wrap(Stamp)
-
-	rep := &Report{Seed: c.Seed, Duration: c.Duration, Clients: c.Clients, Sandboxes: c.Sandboxes, Rates: c.Rates, Restart: c.Restart,
-		LBIdle: c.LBIdle, StallFor: c.StallFor, FenceChanges: c.FenceChanges, Tolerance: c.Tolerance, Dir: dir}
-	t.Logf("soak: seed %d, %v, %d clients x %d sandboxes, namespace %s, artifacts in %s", c.Seed, c.Duration, c.Clients, c.Sandboxes, ns, dir)
-
-	rep.Before = steady()
-	dumpGoroutines(filepath.Join(dir, "goroutines-before.txt"))
-	h, stopGateway := gw(t, gwcfg, ns)
-	srv := httptest.NewServer(Handler(h))
-	gatewayUp := true
-	shutdown := func() {
-		if gatewayUp {
-			gatewayUp = false
-			srv.Close()
-			stopGateway()
-		}
-	}
-	defer shutdown()
-	clientTransport := &http.Transport{}
-	defer clientTransport.CloseIdleConnections()
-
-	historyFile, err := os.Create(filepath.Join(dir, "history.jsonl"))
+	nsObj, err := s.cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "soak-"}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	defer historyFile.Close()
-	rec := NewRecorder(historyFile)
+	s.ns = nsObj.Name
+	sandboxtest.RunController(s.t, s.admin, s.ns)
+	kubetest.RunKubelet(s.t, s.admin, s.ns)
+
+	user, err := s.env.AddUser(GatewayUser, "system:masters")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.gwcfg, s.proxy = kubetest.Proxied(s.t, user)
+	s.gwcfg.Wrap(Stamp)
+}
+
+func (s *soakRun) beginReport() {
+	s.t.Helper()
+	c := s.c
+	s.rep = &Report{Seed: c.Seed, Duration: c.Duration, Clients: c.Clients, Sandboxes: c.Sandboxes, Rates: c.Rates, Restart: c.Restart,
+		LBIdle: c.LBIdle, StallFor: c.StallFor, FenceChanges: c.FenceChanges, Tolerance: c.Tolerance, Dir: s.dir}
+	s.t.Logf("soak: seed %d, %v, %d clients x %d sandboxes, namespace %s, artifacts in %s", c.Seed, c.Duration, c.Clients, c.Sandboxes, s.ns, s.dir)
+}
+
+// startGateway takes the Before snapshot, then builds the gateway and
+// serves it.
+func (s *soakRun) startGateway(gw Gateway) {
+	s.t.Helper()
+	s.rep.Before = steady()
+	dumpGoroutines(filepath.Join(s.dir, "goroutines-before.txt"))
+	h, stop := gw(s.t, s.gwcfg, s.ns)
+	s.srv = httptest.NewServer(Handler(h))
+	s.stopGW, s.gatewayUp = stop, true
+}
+
+// stopGateway stops the gateway once: measureLeaks does, to take the
+// After snapshot, and teardown if a phase failed before.
+func (s *soakRun) stopGateway() {
+	if s.gatewayUp {
+		s.gatewayUp = false
+		s.srv.Close()
+		s.stopGW()
+	}
+}
+
+// prepareLoad opens the history and builds the clients, the fence
+// changer and the fault plan.
+func (s *soakRun) prepareLoad() {
+	s.t.Helper()
+	var err error
+	s.historyFile, err = os.Create(s.historyPath())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.rec = NewRecorder(s.historyFile)
 	quiet := &sync.RWMutex{}
-	w := &workload{
-		url: srv.URL, namespace: ns, http: &http.Client{Transport: clientTransport}, rec: rec, quiet: quiet,
-		timeout: c.OpTimeout, kinds: c.Kinds,
+	s.work = &workload{
+		url: s.srv.URL, namespace: s.ns, http: &http.Client{Transport: s.clients}, rec: s.rec, quiet: quiet,
+		timeout: s.c.OpTimeout, kinds: s.c.Kinds,
 		template: `{"spec":{"containers":[{"name":"agent","image":"busybox"}]}}`,
 	}
-	inj := newInjector(proxy, env.RestartAPIServer, quiet, c.LBIdle, c.StallFor, time.Second)
-	faults := plan(c.Seed, c.Duration, c.Rates, c.Restart)
-	t.Logf("soak: %d faults planned", len(faults))
+	s.inj = newInjector(s.proxy, s.env.RestartAPIServer, quiet, s.c.LBIdle, s.c.StallFor, time.Second)
+	s.faults = plan(s.c.Seed, s.c.Duration, s.c.Rates, s.c.Restart)
+	s.t.Logf("soak: %d faults planned", len(s.faults))
+}
 
-	rep.Start = TakeSnapshot()
-	runCtx, stopRun := context.WithTimeout(ctx, c.Duration)
+func (s *soakRun) historyPath() string { return filepath.Join(s.dir, "history.jsonl") }
+
+// runLoad takes the Start snapshot and runs the clients, the fence
+// changer and the faults for c.Duration.
+func (s *soakRun) runLoad() {
+	s.rep.Start = TakeSnapshot()
+	runCtx, stopRun := context.WithTimeout(context.Background(), s.c.Duration)
 	defer stopRun()
 	var wg sync.WaitGroup
 	begin := time.Now()
-	wg.Go(func() { inj.run(runCtx, begin, faults) })
-	for i := range c.Clients {
-		wg.Go(func() { w.client(runCtx, i, c.Seed, c.Sandboxes) })
+	wg.Go(func() { s.inj.run(runCtx, begin, s.faults) })
+	for i := range s.c.Clients {
+		wg.Go(func() { s.work.client(runCtx, i, s.c.Seed, s.c.Sandboxes) })
 	}
-	wg.Go(func() { w.fencer(runCtx, cs, c.Seed, c.FenceChanges) })
+	wg.Go(func() { s.work.fencer(runCtx, s.cs, s.c.Seed, s.c.FenceChanges) })
 	wg.Wait()
-	inj.stop()
-	clientTransport.CloseIdleConnections()
+	s.inj.stop()
+	s.clients.CloseIdleConnections()
+}
 
-	fences := cs.NetworkingV1().NetworkPolicies(ns)
-	sandboxes, err := versioned.NewForConfig(admin)
+// awaitConvergence waits for every sandbox to run inside the live fence
+// and keeps the final state; not converging is an error of the report,
+// not of the test, so the audit still runs.
+func (s *soakRun) awaitConvergence() {
+	s.t.Helper()
+	sandboxes, err := versioned.NewForConfig(s.admin)
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	final, finalFence, err := converge(ctx, sandboxes, fences.Get, ns, time.Minute)
+	s.final, s.finalFence, err = converge(context.Background(), sandboxes, s.cs.NetworkingV1().NetworkPolicies(s.ns).Get, s.ns, time.Minute)
 	if err != nil {
-		rep.Errors = append(rep.Errors, err.Error())
+		s.rep.Errors = append(s.rep.Errors, err.Error())
 	}
+}
+
+// measureLeaks takes the End snapshot, stops the gateway, takes the
+// After snapshot, and reports growth between each pair as leaks.
+func (s *soakRun) measureLeaks() {
 	// Connections of clients that just finished, or of a gateway connection
 	// a black hole still holds until its health check drops it, take a
 	// moment to go: a leak is what stays.
-	rep.End = Settle(rep.Start, c.Tolerance, 10*time.Second)
-	shutdown()
-	rep.After = Settle(rep.Before, c.Tolerance, 10*time.Second)
-	dumpGoroutines(filepath.Join(dir, "goroutines-after.txt"))
-	for _, g := range rep.Start.Growth(rep.End, c.Tolerance) {
-		rep.Leaks = append(rep.Leaks, "while the gateway ran: "+g)
+	s.rep.End = Settle(s.rep.Start, s.c.Tolerance, 10*time.Second)
+	s.stopGateway()
+	s.rep.After = Settle(s.rep.Before, s.c.Tolerance, 10*time.Second)
+	dumpGoroutines(filepath.Join(s.dir, "goroutines-after.txt"))
+	for _, g := range s.rep.Start.Growth(s.rep.End, s.c.Tolerance) {
+		s.rep.Leaks = append(s.rep.Leaks, "while the gateway ran: "+g)
 	}
-	for _, g := range rep.Before.Growth(rep.After, c.Tolerance) {
-		rep.Leaks = append(rep.Leaks, "over the gateway's lifetime: "+g)
+	for _, g := range s.rep.Before.Growth(s.rep.After, s.c.Tolerance) {
+		s.rep.Leaks = append(s.rep.Leaks, "over the gateway's lifetime: "+g)
 	}
+}
 
-	if err := rec.Flush(); err != nil {
-		t.Fatal(err)
+// collectFaults flushes the history and takes what the injector armed,
+// saw act, and failed at.
+func (s *soakRun) collectFaults() {
+	s.t.Helper()
+	if err := s.rec.Flush(); err != nil {
+		s.t.Fatal(err)
 	}
-	inj.mu.Lock()
-	rep.Armed, rep.Acted = inj.armed, inj.acted
-	windows := slices.Clone(inj.windows)
-	for _, err := range inj.errs {
-		rep.Errors = append(rep.Errors, err.Error())
+	s.inj.mu.Lock()
+	defer s.inj.mu.Unlock()
+	s.rep.Armed, s.rep.Acted = s.inj.armed, s.inj.acted
+	s.windows = slices.Clone(s.inj.windows)
+	for _, err := range s.inj.errs {
+		s.rep.Errors = append(s.rep.Errors, err.Error())
 	}
-	inj.mu.Unlock()
+}
 
-	history, err := readFile(filepath.Join(dir, "history.jsonl"), ReadHistory)
+// audit judges the history against the audit log and the final state.
+func (s *soakRun) audit() {
+	s.t.Helper()
+	history, err := readFile(s.historyPath(), ReadHistory)
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	events, err := readFile(auditLog, ReadAudit)
+	events, err := readFile(s.auditLog, ReadAudit)
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	rep.Result = Check(Input{History: history, Audit: events, GatewayUser: GatewayUser, Namespace: ns, Final: final, FinalFence: finalFence, Faults: windows})
-	rep.Wall = time.Since(wall)
-	b, err := json.MarshalIndent(rep, "", "  ")
+	s.rep.Result = Check(Input{History: history, Audit: events, GatewayUser: GatewayUser, Namespace: s.ns,
+		Final: s.final, FinalFence: s.finalFence, Faults: s.windows})
+}
+
+func (s *soakRun) writeReport() {
+	s.t.Helper()
+	s.rep.Wall = time.Since(s.wall)
+	b, err := json.MarshalIndent(s.rep, "", "  ")
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), b, 0o644); err != nil {
-		t.Fatal(err)
+	if err := os.WriteFile(filepath.Join(s.dir, "report.json"), b, 0o644); err != nil {
+		s.t.Fatal(err)
 	}
-	t.Logf("soak report:\n%s\n%s", rep.Table(), b)
-	return rep
+	s.t.Logf("soak report:\n%s\n%s", s.rep.Table(), b)
+}
+
+// teardown releases what the phases left open, on every path out of
+// [Run]; the API server and the controllers stop at the test's cleanup.
+func (s *soakRun) teardown() {
+	if s.historyFile != nil {
+		_ = s.historyFile.Close()
+	}
+	s.clients.CloseIdleConnections()
+	s.stopGateway()
 }
 
 func readFile[T any](path string, read func(r io.Reader) ([]T, error)) ([]T, error) {
