@@ -65,17 +65,18 @@
 //     carried the request (no connection was handed to it), a status
 //     retried by [WithStatusRetry].
 //
-// The connection comes from net/http itself. When a pooltrace middleware
-// is below this one (the recommended order, and kubeadapter's), its error
-// names the connection the attempt failed on, and an event is keyed by the
-// connection's addresses. Otherwise the middleware adds its own
+// The connection comes from net/http itself. When pooltrace is below this
+// middleware (the recommended order, and kubeadapter's; found through
+// wrappers that have WrappedRoundTripper), its error names the connection
+// the attempt failed on. Otherwise the middleware adds its own
 // httptrace.ClientTrace to each request's context, composed with any trace
-// already there (client-go's), and its GotConn hook names the connection;
-// an event is then keyed by its addresses and its identity in memory. No
-// event holds a reference to its connection. Events are kept only on the
-// failure path, under the budget's lock; a request that succeeds costs one
-// locked addition, and the trace hook when there is no pooltrace below.
-// [WithoutBudget] removes both.
+// already there (client-go's), and its GotConn hook names the connection.
+// Either way an event is keyed by the connection's local and remote
+// addresses, and only a TCP connection has a key: a failure on a unix
+// socket pays its own token. No event holds a reference to its connection.
+// Events are kept only on the failure path, under the budget's lock; a
+// request that succeeds costs one locked addition, and the trace hook when
+// there is no pooltrace below. [WithoutBudget] removes both.
 //
 // With the default budget:
 //
