@@ -98,7 +98,7 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 			e.Class = d.Class
 		} else {
 			d.StatusCode = resp.StatusCode
-			asked, hasAsked = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			asked, hasAsked = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 			e.Causes = append(e.Causes, &StatusError{StatusCode: resp.StatusCode, RetryAfter: asked})
 		}
 		reason := rt.mayRetry(req, d, rewindable)
