@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/kubewire/kubewire/internal/roundtrip"
 )
 
 // ConnInfo describes the connection that carried a request. See the package
@@ -118,6 +120,19 @@ func (e *Error) Error() string {
 
 // Unwrap returns the original error.
 func (e *Error) Unwrap() error { return e.Err }
+
+var _ roundtrip.ConnError = (*Error)(nil)
+
+// FailedConn returns an opaque key of the connection the attempt failed
+// on, and false if there was none or its addresses do not identify it. The
+// retry middleware reads it, so that the requests a lost connection failed
+// share one retry token.
+func (e *Error) FailedConn() (roundtrip.ConnKey, bool) {
+	if !e.Attempt.HasConn {
+		return roundtrip.ConnKey{}, false
+	}
+	return roundtrip.KeyOf(e.Attempt.Conn.LocalAddr, e.Attempt.Conn.RemoteAddr)
+}
 
 // Timeout reports whether the original error is a timeout. *url.Error asks
 // its direct cause, so this keeps http.Client's Timeout() accurate.

@@ -46,4 +46,7 @@
 // original error, so errors.Is and errors.As still find the root cause. Its
 // message reads like "on connection reused after 29.8s idle (HTTP/1.1
 // 127.0.0.1:51234->127.0.0.1:6443): read tcp ...: i/o timeout".
+// The retry middleware above reads the failed connection from it
+// ([Error.FailedConn]), so that the requests one lost connection failed
+// share a retry token, and adds no trace of its own.
 package pooltrace

@@ -108,8 +108,8 @@ type roundTripper struct {
 	cfg config
 }
 
-// TracesConnections marks the RoundTripper as one whose errors carry the
-// connection (roundtrip.ConnTracer).
+// TracesConnections marks the RoundTripper as one whose errors name the
+// connection (roundtrip.ConnTracer): retry above it adds no trace.
 func (rt *roundTripper) TracesConnections() {}
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {

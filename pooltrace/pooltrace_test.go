@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubewire/kubewire/internal/contract"
 	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/timeout"
@@ -171,6 +172,14 @@ func TestErrorOnReusedConnection(t *testing.T) {
 	assert.GreaterOrEqual(t, pe.Attempt.Conn.IdleTime, 100*time.Millisecond)
 	assert.Nil(t, pe.Attempt.Err)
 	assert.True(t, errors.Is(err, syscall.ECONNRESET), "the root cause is kept: %v", err)
+	// The retry middleware above reads the connection without importing
+	// pooltrace.
+	var ce roundtrip.ConnError
+	require.True(t, errors.As(err, &ce), "%T: %v", err, err)
+	key, ok := ce.FailedConn()
+	assert.True(t, ok)
+	want, _ := roundtrip.KeyOf(pe.Attempt.Conn.LocalAddr, pe.Attempt.Conn.RemoteAddr)
+	assert.Equal(t, want, key)
 	// The message carries the idle time measured, whatever the machine's
 	// load made of the 100ms sleep.
 	idle := regexp.QuoteMeta(pe.Attempt.Conn.IdleTime.Round(time.Millisecond).String())
@@ -355,6 +364,10 @@ func TestNoConnection(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "before a connection was established: dial tcp 127.0.0.1:1: connect: connection refused")
 	assert.True(t, errors.Is(err, syscall.ECONNREFUSED))
+	var ce roundtrip.ConnError
+	require.True(t, errors.As(err, &ce))
+	_, ok := ce.FailedConn()
+	assert.False(t, ok, "a failed dial names no connection")
 }
 
 // TestRejectsBadOptions: an invalid option fails every request with an

@@ -1,10 +1,10 @@
 package retry
 
 import (
-	"net"
-	"reflect"
 	"sync"
 	"time"
+
+	"github.com/kubewire/kubewire/internal/roundtrip"
 )
 
 // eventWindow is how long a connection's failure stays one event. Every
@@ -30,34 +30,9 @@ type budget struct {
 	mu        sync.Mutex
 	tokens    float64
 	last      time.Time
-	events    map[connKey]time.Time // open events: when each ends
+	events    map[roundtrip.ConnKey]time.Time // open events: when each ends
 	sweepAt   time.Time
 	withdrawn int // tokens given out, for tests
-}
-
-// connKey identifies a connection: its addresses and, for the common
-// pointer-typed net.Conn, its address in memory. The pointer tells apart
-// connections with the same addresses (net.Pipe, some unix sockets); the
-// addresses tell apart a connection from one allocated at the same address
-// after the first was collected. Holding neither keeps no connection alive.
-type connKey struct {
-	ptr           uintptr
-	local, remote string
-}
-
-func keyOf(c net.Conn) connKey {
-	k := connKey{local: addrString(c.LocalAddr()), remote: addrString(c.RemoteAddr())}
-	if v := reflect.ValueOf(c); v.Kind() == reflect.Pointer {
-		k.ptr = v.Pointer()
-	}
-	return k
-}
-
-func addrString(a net.Addr) string {
-	if a == nil {
-		return ""
-	}
-	return a.Network() + ":" + a.String()
 }
 
 func newBudget(ratio, floor float64) *budget {
@@ -96,7 +71,7 @@ func (b *budget) withdraw() bool {
 // withdrawShared admits a retry after the connection k was lost: the first
 // request to fail on k takes a token and opens the event, the others share
 // it while the event is open.
-func (b *budget) withdrawShared(k connKey) bool {
+func (b *budget) withdrawShared(k roundtrip.ConnKey) bool {
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -107,7 +82,7 @@ func (b *budget) withdrawShared(k connKey) bool {
 		return false
 	}
 	if b.events == nil {
-		b.events = map[connKey]time.Time{}
+		b.events = map[roundtrip.ConnKey]time.Time{}
 	}
 	if now.After(b.sweepAt) {
 		// Every event ends eventWindow after it opened, so the map holds

@@ -54,47 +54,45 @@
 //     load. [WithMaxAttempts] still bounds it.
 //   - The connection was lost under the request: reset, EOF, broken pipe,
 //     "http2: client connection lost" or "force closed", a GOAWAY followed
-//     by the close. Over
-//     HTTP/2 this fails every request on the connection at once, and they
-//     share one token: the first to fail takes it and opens an event for
-//     that connection, the others join the event for ten seconds. A
-//     request shares a token once; if its retry fails too, later retries
-//     pay their own.
+//     by the close. Over HTTP/2 this fails every request on the connection
+//     at once, and they share one token: the first to fail takes it and
+//     opens an event for that connection, the others join the event for
+//     ten seconds. A request shares a token once; if its retry fails too,
+//     later retries pay their own.
 //   - Anything else is the request's own failure, one token per retry: a
 //     stream reset, an attempt timeout, a connection reset before it
 //     carried the request (no connection was handed to it), a status
 //     retried by [WithStatusRetry].
 //
-// The connection comes from net/http itself. When a pooltrace middleware
-// is below this one (the recommended order, and kubeadapter's), its error
-// names the connection the attempt failed on, and an event is keyed by the
-// connection's addresses. Otherwise the middleware adds its own
+// The connection comes from net/http itself. When pooltrace is below this
+// middleware (the recommended order, and kubeadapter's; found through
+// wrappers that have WrappedRoundTripper), its error names the connection
+// the attempt failed on. Otherwise the middleware adds its own
 // httptrace.ClientTrace to each request's context, composed with any trace
-// already there (client-go's), and its GotConn hook names the connection;
-// an event is then keyed by its addresses and its identity in memory. No
-// event holds a reference to its connection. Events are kept only on the
-// failure path, under the budget's lock; a request that succeeds costs one
-// locked addition, and the trace hook when there is no pooltrace below.
-// [WithoutBudget] removes both.
+// already there (client-go's), and its GotConn hook names the connection.
+// Either way an event is keyed by the connection's local and remote
+// addresses, and only a TCP connection has a key: a failure on a unix
+// socket pays its own token. No event holds a reference to its connection.
+// Events are kept only on the failure path, under the budget's lock; a
+// request that succeeds costs one locked addition, and the trace hook when
+// there is no pooltrace below. [WithoutBudget] removes both.
 //
 // With the default budget:
 //
 //   - One connection lost with every request of a client in flight on it,
-//     40 or 200 of them: one token. Every idempotent request is retried
-//     once; a client with no history can lose ten connections at once, and
-//     the floor pays for ten more each second.
+//     however many: one token. Every idempotent request is retried once;
+//     a client with no history can lose ten connections at once, and the
+//     floor pays for ten more each second.
 //   - Two connections lost a second apart: two tokens.
 //   - A server that is down (connection refused): no token; each request
 //     makes [DefaultMaxAttempts] dials and reaches no server.
 //   - A server that resets every new connection, or fails request after
 //     request: one token per retry. N requests over t seconds make at most
-//     (1+ratio)*N + floor*(1+t) attempts: 300 requests with a floor of 5,
-//     at most about 366 (TestBudget, TestTotalFailure).
+//     (1+ratio)*N + floor*(1+t) attempts.
 //   - The worst case, a server that takes requests on every new connection
 //     and then drops it under them: each request retries once on a shared
 //     token and pays for any further retry, so at most (2+ratio)*N +
-//     floor*(1+t) attempts, and never more than [DefaultMaxAttempts]*N:
-//     200 requests, about 416 (TestStormInFlight).
+//     floor*(1+t) attempts, and never more than [DefaultMaxAttempts]*N.
 //
 // net/http already re-sends replayable requests that fail on a reused
 // connection and HTTP/2 re-sends refused streams; keep the attempt count

@@ -34,3 +34,6 @@ func BudgetCause(err error) string {
 	}
 	return "request"
 }
+
+// ParseRetryAfter is parseRetryAfter, for its table test and fuzz target.
+var ParseRetryAfter = parseRetryAfter

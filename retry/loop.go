@@ -14,15 +14,15 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/kubewire/kubewire/internal/roundtrip"
-	"github.com/kubewire/kubewire/pooltrace"
 )
 
 type roundTripper struct {
 	roundtrip.Wrapped
 	cfg config
-	// traced is set when a pooltrace middleware is below: its errors say
-	// which connection an attempt failed on, so the request needs no trace
-	// of its own.
+	// traced is set when a RoundTripper below names the failed connection
+	// in its errors (pooltrace; roundtrip.ConnTracer), so the request needs
+	// no trace of its own. It is learnt from the chain, not from an error,
+	// because the trace must be in place before the first attempt.
 	traced bool
 }
 
@@ -89,7 +89,7 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 	for attempt := 1; ; attempt++ {
 		e.Attempts = attempt
 		d := Decision{Request: req, Attempt: attempt, Err: err}
-		failedOn, known := rt.failedOn(conn, err)
+		failedOn, known := failedOn(conn, err)
 		var asked time.Duration // the status's Retry-After, if it has one
 		hasAsked := false
 		if err != nil {
@@ -98,7 +98,7 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 			e.Class = d.Class
 		} else {
 			d.StatusCode = resp.StatusCode
-			asked, hasAsked = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			asked, hasAsked = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 			e.Causes = append(e.Causes, &StatusError{StatusCode: resp.StatusCode, RetryAfter: asked})
 		}
 		reason := rt.mayRetry(req, d, rewindable)
@@ -181,7 +181,7 @@ func (rt *roundTripper) classify(err error) Class {
 // status's Retry-After (asked) is longer than WithMaxRetryAfter allows,
 // the wait would end past the context's deadline, or the budget refuses
 // it. The budget comes last, so a retry that could not run takes no token.
-func (rt *roundTripper) admit(ctx context.Context, d Decision, asked bool, failedOn connKey, known bool, shared *bool) Reason {
+func (rt *roundTripper) admit(ctx context.Context, d Decision, asked bool, failedOn roundtrip.ConnKey, known bool, shared *bool) Reason {
 	if asked && d.Wait > rt.cfg.maxWait {
 		return ReasonRetryAfter
 	}
@@ -199,7 +199,7 @@ func (rt *roundTripper) admit(ctx context.Context, d Decision, asked bool, faile
 // server, one token shared with the connection's other requests if the
 // connection was lost under it (once per request: its later retries pay
 // their own), else one token.
-func (rt *roundTripper) withdraw(d Decision, failedOn connKey, known bool, shared *bool) bool {
+func (rt *roundTripper) withdraw(d Decision, failedOn roundtrip.ConnKey, known bool, shared *bool) bool {
 	b := rt.cfg.budget
 	switch {
 	case b == nil:
@@ -304,30 +304,19 @@ func drain(resp *http.Response) {
 }
 
 // failedOn returns the connection the attempt that ended with err was on,
-// and whether it is known: from pooltrace's error when pooltrace is below,
-// else from the request's own trace. A dial that failed has none.
-func (rt *roundTripper) failedOn(conn *connTrace, err error) (connKey, bool) {
-	if !rt.traced {
-		if c := conn.take(); c != nil {
-			return keyOf(c), true
-		}
-		return connKey{}, false
+// and whether it is known: from the error when a middleware below names it
+// (pooltrace's, a roundtrip.ConnError), else from the request's own trace.
+// A dial that failed has none.
+func failedOn(conn *connTrace, err error) (roundtrip.ConnKey, bool) {
+	c := conn.take()
+	var ce roundtrip.ConnError
+	if errors.As(err, &ce) {
+		return ce.FailedConn()
 	}
-	var pe *pooltrace.Error
-	if err == nil || !errors.As(err, &pe) || !pe.Attempt.HasConn {
-		return connKey{}, false
+	if c == nil {
+		return roundtrip.ConnKey{}, false
 	}
-	// Addresses identify a connection only when the local one has a port
-	// (TCP); two connections of a unix socket or a pipe may share theirs,
-	// and then each failure pays its own token.
-	c := pe.Attempt.Conn
-	if c.LocalAddr == nil {
-		return connKey{}, false
-	}
-	if _, port, err := net.SplitHostPort(c.LocalAddr.String()); err != nil || port == "" || port == "0" {
-		return connKey{}, false
-	}
-	return connKey{local: addrString(c.LocalAddr), remote: addrString(c.RemoteAddr)}, true
+	return roundtrip.KeyOf(c.LocalAddr(), c.RemoteAddr())
 }
 
 // connTrace learns which connection carried an attempt, so that the

@@ -10,11 +10,11 @@ import (
 // maxRetryAfter caps a Retry-After value; the deadline caps it further.
 const maxRetryAfter = 24 * time.Hour
 
-// ParseRetryAfter parses a Retry-After header value: a number of seconds or
+// parseRetryAfter parses a Retry-After header value: a number of seconds or
 // an HTTP date, relative to now. A date in the past is a wait of zero.
 // Values above a day are capped at a day. It reports false for an empty or
 // malformed value.
-func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false

@@ -1,7 +1,8 @@
 // Package roundtrip holds what kubewire's middleware packages share to
 // honour the RoundTripper contract: the embedded wrapper that forwards
 // WrappedRoundTripper and CloseIdleConnections, closing a request body that
-// is not passed on, and telling an upgrade request.
+// is not passed on, and telling an upgrade request; and the connection
+// facts one middleware reads from another's errors without importing it.
 package roundtrip
 
 import (
@@ -90,22 +91,6 @@ func (w Wrapped) WrappedRoundTripper() http.RoundTripper { return w.Next }
 // CloseIdleConnections forwards to the wrapped RoundTripper; middleware
 // never empties the pool itself.
 func (w Wrapped) CloseIdleConnections() { CloseIdleConnections(w.Next) }
-
-// ConnTracer is implemented by a RoundTripper whose errors say which
-// connection an attempt failed on (pooltrace's), so that a middleware above
-// it needs no httptrace of its own to learn it.
-type ConnTracer interface {
-	TracesConnections()
-}
-
-// TracesConnections reports whether rt, or a RoundTripper it wraps, is a
-// ConnTracer.
-func TracesConnections(rt http.RoundTripper) bool {
-	return Holds(rt, func(rt http.RoundTripper) bool {
-		_, ok := rt.(ConnTracer)
-		return ok
-	})
-}
 
 // Holds reports whether match holds for rt or a RoundTripper it wraps. It
 // looks through WrappedRoundTripper; a RoundTripper without that method

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -87,4 +88,34 @@ func TestCloseIdleConnectionsWalksWrappers(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the idle connection is still open: CloseIdleConnections stopped at a wrapper")
 	}
+}
+
+func TestKeyOf(t *testing.T) {
+	tcp := func(s string) net.Addr { return net.TCPAddrFromAddrPort(netip.MustParseAddrPort(s)) }
+	server := tcp("127.0.0.1:6443")
+	tests := []struct {
+		name          string
+		local, remote net.Addr
+		wantOK        bool
+	}{
+		{"tcp", tcp("127.0.0.1:51234"), server, true},
+		{"tcp without a remote", tcp("127.0.0.1:51234"), nil, true},
+		{"no local address", nil, server, false},
+		{"local port 0", tcp("127.0.0.1:0"), server, false},
+		{"unix socket", &net.UnixAddr{Name: "", Net: "unix"}, &net.UnixAddr{Name: "/run/api.sock", Net: "unix"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, ok := roundtrip.KeyOf(tt.local, tt.remote)
+			assert.Equal(t, tt.wantOK, ok)
+			if !ok {
+				assert.Zero(t, key)
+			}
+		})
+	}
+	a, _ := roundtrip.KeyOf(tcp("127.0.0.1:51234"), server)
+	b, _ := roundtrip.KeyOf(tcp("127.0.0.1:51234"), server)
+	c, _ := roundtrip.KeyOf(tcp("127.0.0.1:51235"), server)
+	assert.Equal(t, a, b, "the same addresses are the same connection")
+	assert.NotEqual(t, a, c, "another local port is another connection")
 }

@@ -1,0 +1,62 @@
+package roundtrip
+
+import (
+	"net"
+	"net/http"
+)
+
+// ConnKey identifies a connection among those open at the same time, by
+// its local and remote addresses, and holds no reference to it. pooltrace
+// names a failed attempt's connection with it and retry keys the budget's
+// events by it, so that both agree on what one connection is.
+type ConnKey struct {
+	local, remote string
+}
+
+// KeyOf returns the key of the connection between local and remote, and
+// false when the addresses do not tell it apart from others: only a local
+// address with a port (TCP) does; two connections of a unix socket or a
+// pipe may share their addresses.
+func KeyOf(local, remote net.Addr) (ConnKey, bool) {
+	if local == nil {
+		return ConnKey{}, false
+	}
+	if _, port, err := net.SplitHostPort(local.String()); err != nil || port == "" || port == "0" {
+		return ConnKey{}, false
+	}
+	return ConnKey{local: addrString(local), remote: addrString(remote)}, true
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.Network() + ":" + a.String()
+}
+
+// ConnError is implemented by an error that names the connection its
+// attempt failed on: pooltrace's *Error. A middleware above finds it with
+// errors.As and needs neither pooltrace's type nor a trace of its own.
+type ConnError interface {
+	error
+	// FailedConn returns the key of the connection the attempt failed
+	// on, and false if it had none or the key would not identify it.
+	FailedConn() (ConnKey, bool)
+}
+
+// ConnTracer is implemented by a RoundTripper whose errors are ConnErrors
+// (pooltrace's). A middleware above asks TracesConnections when it is
+// built, to know whether it needs a trace of its own: that trace has to be
+// in the request's context before the attempt, when no error can say.
+type ConnTracer interface {
+	TracesConnections()
+}
+
+// TracesConnections reports whether rt, or a RoundTripper it wraps, is a
+// ConnTracer.
+func TracesConnections(rt http.RoundTripper) bool {
+	return Holds(rt, func(rt http.RoundTripper) bool {
+		_, ok := rt.(ConnTracer)
+		return ok
+	})
+}

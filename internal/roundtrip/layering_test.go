@@ -1,0 +1,99 @@
+package roundtrip_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/kubewire/kubewire"
+
+// middleware are the packages of the root module's layer: transport is the
+// floor, and the others build on it without importing each other. What they
+// share lives here, in internal/roundtrip.
+var middleware = []string{module + "/transport", module + "/timeout", module + "/pooltrace", module + "/retry"}
+
+// listed is what go list says of a package.
+type listed struct {
+	ImportPath string
+	Standard   bool
+	Imports    []string
+	Deps       []string
+}
+
+// TestLayering guards the layering of DESIGN.md: no middleware package
+// imports a sibling, client-go or Prometheus, even through an internal
+// package; and transport, the floor, reaches nothing but the standard
+// library, x/net, go-cleanhttp and the root module's internal packages.
+// Test files are not checked: a test may compose the layers.
+func TestLayering(t *testing.T) {
+	pkgs := goList(t, middleware)
+	for _, m := range middleware {
+		p, ok := pkgs[m]
+		if !ok {
+			t.Fatalf("go list did not report %s", m)
+		}
+		for _, d := range p.Deps {
+			switch {
+			case slices.Contains(middleware, d) && d != module+"/transport":
+				t.Errorf("%s imports the middleware %s; share code through internal/ instead", m, d)
+			case strings.HasPrefix(d, "k8s.io/") || strings.HasPrefix(d, "sigs.k8s.io/"):
+				t.Errorf("%s imports %s: only kubeadapter knows client-go", m, d)
+			case strings.Contains(d, "prometheus"):
+				t.Errorf("%s imports %s: metrics sit above the middleware, fed by observers", m, d)
+			}
+		}
+	}
+
+	// transport's own imports, and those of the module's packages it
+	// reaches, stay within the floor's allowance.
+	tr := pkgs[module+"/transport"]
+	for _, path := range append([]string{tr.ImportPath}, tr.Deps...) {
+		p := pkgs[path]
+		if p.Standard || !strings.HasPrefix(path, module+"/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !floorAllows(pkgs, imp) {
+				t.Errorf("%s (reached from transport) imports %s: transport may import only the standard library, golang.org/x/net, go-cleanhttp and %s/internal", path, imp, module)
+			}
+		}
+	}
+}
+
+func floorAllows(pkgs map[string]listed, imp string) bool {
+	return pkgs[imp].Standard ||
+		strings.HasPrefix(imp, "golang.org/x/net/") ||
+		imp == "github.com/hashicorp/go-cleanhttp" ||
+		strings.HasPrefix(imp, module+"/internal/")
+}
+
+// goList returns go list's view of the packages and everything they depend
+// on, by import path. It runs the go command the test runs under.
+func goList(t *testing.T, patterns []string) map[string]listed {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-json=ImportPath,Standard,Imports,Deps"}, patterns...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	pkgs := map[string]listed{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list's output: %v", err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	return pkgs
+}
