@@ -16,8 +16,8 @@
 //     Retry-After itself.
 //   - pooltrace.New: connection reuse and idle time for every attempt, in
 //     the logs and in every error.
-//   - timeout.New: a budget per attempt that starts when the request is sent
-//     and covers the response body.
+//   - timeout.New: a timeout per attempt that starts when the request is
+//     sent and covers the response body.
 //
 // Long-running requests (watch, log follow, exec, attach, portforward,
 // proxy, upgrades; timeout.LongRunning) are exempt from retries and bounded
@@ -31,7 +31,7 @@
 // against a server that resets every connection, a clientset GET was
 // attempted 33 times in 12.0s, client-go's 11 rounds of kubewire's 3
 // attempts. The stack therefore hands client-go the error of a request it
-// retried and gave up on (or did not retry because its budget refused) as
+// retried and gave up on (or did not retry because the retry budget refused) as
 // an [*Error], which client-go's checks do not take for a lost connection,
 // so client-go does not start another round. With the defaults the same GET
 // is attempted 3 times in about 0.2s (measured once; TestOneRetryLayer
@@ -63,18 +63,19 @@
 //
 // # Observing
 //
-// [WithObserver] hands every attempt, retry decision and exhausted budget
-// to an [Observer]; the metrics package's Metrics turns them into
+// [WithObserver] hands every attempt, retry decision and timeout that ran
+// out to an [Observer]; the metrics package's Metrics turns them into
 // Prometheus metrics:
 //
 //	m := metrics.New()
 //	registry.MustRegister(m)
 //	err := kubeadapter.Apply(cfg, kubeadapter.WithObserver(m))
 //
-// Apply moves rest.Config.Timeout into the budget and sets it to zero:
+// Apply moves rest.Config.Timeout into the per-attempt timeout and sets it
+// to zero:
 // client-go turns Timeout into http.Client.Timeout, which bounds the whole
 // body of every request and so cuts every watch and log stream after
-// Timeout (kubernetes#23899). The budget is per attempt; a caller's context
+// Timeout (kubernetes#23899). The timeout is per attempt; a caller's context
 // deadline still bounds a whole call.
 //
 // # Idle timeout and HTTP/2 health checks per client

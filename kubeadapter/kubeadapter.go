@@ -17,7 +17,7 @@ import (
 	"github.com/kubewire/kubewire/transport"
 )
 
-// DefaultTimeout is the per-attempt budget when neither [WithTimeout] nor
+// DefaultTimeout is the per-attempt timeout when neither [WithTimeout] nor
 // rest.Config.Timeout sets one.
 const DefaultTimeout = 30 * time.Second
 
@@ -31,8 +31,8 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	budget       time.Duration
-	budgetSet    bool
+	timeout      time.Duration
+	timeoutSet   bool
 	stall        time.Duration
 	readIdle     time.Duration
 	pingTimeout  time.Duration
@@ -50,11 +50,11 @@ func (c *config) fail(format string, args ...any) {
 	}
 }
 
-// WithTimeout sets the per-attempt budget. Default: the config's Timeout if
-// it is set, else [DefaultTimeout]. Must be positive.
+// WithTimeout sets the per-attempt timeout. Default: the config's Timeout
+// if it is set, else [DefaultTimeout]. Must be positive.
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
-		c.budget, c.budgetSet = d, true
+		c.timeout, c.timeoutSet = d, true
 		if d <= 0 {
 			c.fail("WithTimeout must be positive, got %v", d)
 		}
@@ -175,7 +175,7 @@ func Check(opts ...Option) error {
 
 // Apply installs the kubewire stack on cfg (see the package
 // documentation). Existing WrapTransport wrappers keep working and keep
-// their order. cfg.Timeout becomes the per-attempt budget unless
+// their order. cfg.Timeout becomes the per-attempt timeout unless
 // [WithTimeout] is given, and is set to zero. Calling Apply again on the
 // same config, or a copy of it, changes nothing and returns nil.
 //
@@ -200,10 +200,10 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 			return err
 		}
 	}
-	if !c.budgetSet {
-		c.budget = DefaultTimeout
+	if !c.timeoutSet {
+		c.timeout = DefaultTimeout
 		if cfg.Timeout > 0 {
-			c.budget = cfg.Timeout
+			c.timeout = cfg.Timeout
 		}
 	}
 	if c.cloning() {
@@ -218,15 +218,15 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 
 // Wrap returns the kubewire stack as a client-go WrapperFunc, for programs
 // that assemble their own transport. It does not touch a rest.Config, so it
-// does not move rest.Config.Timeout; set the budget with [WithTimeout].
+// does not move rest.Config.Timeout; set the timeout with [WithTimeout].
 // [WithHTTP2Health] applies only when Wrap is the innermost wrapper, right
 // over an *http.Transport with HTTP/2 on; otherwise it logs why once, as
 // an error through the [WithLogger] logger. Invalid options make every
 // request fail with an error naming the option; validate them with [Check].
 func Wrap(opts ...Option) k8stransport.WrapperFunc {
 	c := newConfig(opts)
-	if !c.budgetSet {
-		c.budget = DefaultTimeout
+	if !c.timeoutSet {
+		c.timeout = DefaultTimeout
 	}
 	stack := c.stack()
 	if !c.cloning() || c.err != nil {
@@ -261,7 +261,7 @@ func (c *config) stack() k8stransport.WrapperFunc {
 	if f := each(c.observers, func(o Observer) func(timeout.Exceeded) { return o.ObserveExceeded }); f != nil {
 		topts = append(topts, timeout.WithObserver(f))
 	}
-	chain := transport.Chain(retry.New(ropts...), pooltrace.New(popts...), timeout.New(c.budget, topts...))
+	chain := transport.Chain(retry.New(ropts...), pooltrace.New(popts...), timeout.New(c.timeout, topts...))
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return &stack{Wrapped: roundtrip.Wrapped{Next: chain(rt)}}
 	}
@@ -269,7 +269,8 @@ func (c *config) stack() k8stransport.WrapperFunc {
 
 // stack marks the kubewire stack in a chain of wrappers, so that Apply can
 // tell it is already there, and hands client-go the errors of requests the
-// stack retried, or refused to retry for its budget, as an [*Error].
+// stack retried, or refused to retry because the retry budget was spent,
+// as an [*Error].
 type stack struct {
 	roundtrip.Wrapped
 }

@@ -67,7 +67,7 @@ func New() *Metrics {
 	}, []string{"method", "reason"})
 	exceeded := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: "timeout", Name: "exceeded_total",
-		Help: "Request budgets that ran out, by method and phase (headers, body, stalled).",
+		Help: "Requests whose timeout ran out, by method and phase (headers, body, stalled).",
 	}, []string{"method", "phase"})
 	return &Metrics{
 		attempts:   counters(attempts, func(k attemptKey) []string { return []string{k.method, k.protocol, k.reused, k.outcome} }),
@@ -96,15 +96,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Stack returns kubewire's stack for a plain http.Client, observed by m:
-// retry.New(retryOpts...) over pooltrace.New() over timeout.New(budget).
+// retry.New(retryOpts...) over pooltrace.New() over timeout.New(d).
 // It is the net/http counterpart of kubeadapter.WithObserver(m). To give
 // the layers other options, pass m's methods to each layer's WithObserver.
-func (m *Metrics) Stack(budget time.Duration, retryOpts ...retry.Option) transport.Middleware {
+func (m *Metrics) Stack(d time.Duration, retryOpts ...retry.Option) transport.Middleware {
 	ropts := append(retryOpts[:len(retryOpts):len(retryOpts)], retry.WithObserver(m.ObserveDecision))
 	return transport.Chain(
 		retry.New(ropts...),
 		pooltrace.New(pooltrace.WithObserver(m.ObserveAttempt)),
-		timeout.New(budget, timeout.WithObserver(m.ObserveExceeded)),
+		timeout.New(d, timeout.WithObserver(m.ObserveExceeded)),
 	)
 }
 
@@ -144,7 +144,8 @@ func (m *Metrics) ObserveDecision(d retry.Decision) {
 	m.retries.get(retryKey{method, class}).Inc()
 }
 
-// ObserveExceeded counts a budget that ran out; it is timeout's observer.
+// ObserveExceeded counts a request whose timeout ran out; it is timeout's
+// observer.
 func (m *Metrics) ObserveExceeded(e timeout.Exceeded) {
 	m.exceeded.get(exceededKey{methodLabel(e.Request.Method), label(phaseLabels, e.Phase)}).Inc()
 }
