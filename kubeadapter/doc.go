@@ -4,10 +4,11 @@
 //
 // # What Apply changes
 //
-// [Apply] adds, through rest.Config.Wrap, one wrapper that is outermost among
-// the config's own wrappers and innermost under client-go's auth, user agent
-// and impersonation layers, so it sees final requests right above the
-// shared base transport, which it never mutates. Inside it, outermost first:
+// [Apply] adds to rest.Config.WrapTransport one wrapper that is outermost
+// among the config's own wrappers, where rest.Config.Wrap would put it, and
+// innermost under client-go's auth, user agent and impersonation layers, so
+// it sees final requests right above the shared base transport, which it
+// never mutates. Inside it, outermost first:
 //
 //   - retry.New: transport errors are retried when that cannot duplicate a
 //     write (a request marked with retry.ContextWithIdempotent in its context,

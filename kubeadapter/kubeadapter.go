@@ -11,6 +11,7 @@ import (
 	k8stransport "k8s.io/client-go/transport"
 
 	"github.com/kubewire/kubewire/internal/roundtrip"
+	"github.com/kubewire/kubewire/internal/stack"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
@@ -206,12 +207,7 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 			c.timeout = cfg.Timeout
 		}
 	}
-	if c.cloning() {
-		// Innermost, so that it sees the base transport itself.
-		cl := newCloner(&c)
-		cfg.WrapTransport = k8stransport.Wrappers(cl.wrap, cfg.WrapTransport)
-	}
-	cfg.Wrap(c.stack())
+	cfg.WrapTransport = c.wrappers(cfg.WrapTransport)
 	cfg.Timeout = 0
 	return nil
 }
@@ -228,54 +224,62 @@ func Wrap(opts ...Option) k8stransport.WrapperFunc {
 	if !c.timeoutSet {
 		c.timeout = DefaultTimeout
 	}
-	stack := c.stack()
-	if !c.cloning() || c.err != nil {
-		return stack
-	}
-	cl := newCloner(&c)
-	return func(rt http.RoundTripper) http.RoundTripper {
-		if rt == nil {
-			rt = http.DefaultTransport
-		}
-		return stack(cl.wrap(rt))
-	}
+	return c.wrappers(nil)
 }
 
-func (c *config) stack() k8stransport.WrapperFunc {
+// wrappers returns what Apply and Wrap install, outermost first as in
+// transport.Chain (client-go's Wrappers and rest.Config.Wrap take the
+// reverse order): the kubewire stack, then between (the config's own
+// wrappers, which keep their order), then the clone of the base transport
+// when an option needs one, innermost so that it sees the base transport
+// itself.
+func (c *config) wrappers(between k8stransport.WrapperFunc) k8stransport.WrapperFunc {
+	layers := []transport.Middleware{c.middleware(), transport.Middleware(between)}
+	if c.cloning() && c.err == nil {
+		layers = append(layers, newCloner(c).wrap)
+	}
+	return k8stransport.WrapperFunc(transport.Chain(layers...))
+}
+
+// middleware returns the kubewire stack with c's options, marked as
+// installed, or a middleware that fails every request if an option is
+// invalid.
+func (c *config) middleware() transport.Middleware {
 	if c.err != nil {
 		err := c.err
 		return func(rt http.RoundTripper) http.RoundTripper {
 			return &failing{Wrapped: roundtrip.Wrap(rt), err: err}
 		}
 	}
-	ropts := append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning)}, c.retryOptions...)
-	ropts = append(ropts, retry.WithObserver(observeDecision(c.observers)))
-	popts := []pooltrace.Option{pooltrace.WithLogger(c.logger)}
-	if f := each(c.observers, func(o Observer) func(pooltrace.Attempt) { return o.ObserveAttempt }); f != nil {
-		popts = append(popts, pooltrace.WithObserver(f))
+	opts := stack.Options{
+		Retry:     append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning)}, c.retryOptions...),
+		Pooltrace: []pooltrace.Option{pooltrace.WithLogger(c.logger)},
 	}
-	var topts []timeout.Option
+	opts.Retry = append(opts.Retry, retry.WithObserver(observeDecision(c.observers)))
+	if f := each(c.observers, func(o Observer) func(pooltrace.Attempt) { return o.ObserveAttempt }); f != nil {
+		opts.Pooltrace = append(opts.Pooltrace, pooltrace.WithObserver(f))
+	}
 	if c.stall > 0 {
-		topts = append(topts, timeout.WithStallTimeout(c.stall))
+		opts.Timeout = append(opts.Timeout, timeout.WithStallTimeout(c.stall))
 	}
 	if f := each(c.observers, func(o Observer) func(timeout.Exceeded) { return o.ObserveExceeded }); f != nil {
-		topts = append(topts, timeout.WithObserver(f))
+		opts.Timeout = append(opts.Timeout, timeout.WithObserver(f))
 	}
-	chain := transport.Chain(retry.New(ropts...), pooltrace.New(popts...), timeout.New(c.timeout, topts...))
+	chain := stack.New(c.timeout, opts)
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &stack{Wrapped: roundtrip.Wrapped{Next: chain(rt)}}
+		return &installed{Wrapped: roundtrip.Wrapped{Next: chain(rt)}}
 	}
 }
 
-// stack marks the kubewire stack in a chain of wrappers, so that Apply can
-// tell it is already there, and hands client-go the errors of requests the
-// stack retried, or refused to retry because the retry budget was spent,
-// as an [*Error].
-type stack struct {
+// installed marks the kubewire stack in a chain of wrappers, so that Apply
+// can tell it is already there, and hands client-go the errors of requests
+// the stack retried, or refused to retry because the retry budget was
+// spent, as an [*Error].
+type installed struct {
 	roundtrip.Wrapped
 }
 
-func (s *stack) RoundTrip(req *http.Request) (*http.Response, error) {
+func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := s.Next.RoundTrip(req)
 	if re, ok := err.(*retry.Error); ok && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
 		return nil, &Error{Retry: re}
@@ -298,7 +302,7 @@ func applied(cfg *rest.Config) bool {
 		return false
 	}
 	return roundtrip.Holds(cfg.WrapTransport(probe{}), func(rt http.RoundTripper) bool {
-		_, ok := rt.(*stack)
+		_, ok := rt.(*installed)
 		return ok
 	})
 }
