@@ -29,17 +29,15 @@
 // client-go re-sends a GET whose error looks like a lost connection
 // (apimachinery's IsConnectionReset, IsProbableEOF, IsHTTP2ConnectionLost)
 // up to ten times, a second apart. Under the stack that would multiply:
-// against a server that resets every connection, a clientset GET was
-// attempted 33 times in 12.0s, client-go's 11 rounds of kubewire's 3
-// attempts. The stack therefore hands client-go the error of a request it
-// retried and gave up on (or did not retry because the retry budget refused) as
-// an [*Error], which client-go's checks do not take for a lost connection,
-// so client-go does not start another round. With the defaults the same GET
-// is attempted 3 times in about 0.2s (measured once; TestOneRetryLayer
-// counts the attempts at a proxy), where stock client-go attempts it 11
-// times in 10.0s. errors.As still finds the *retry.Error and the type of
-// every cause but syscall.Errno, and errors.Is sees every cause (see
-// [Error]). Responses are client-go's business as before: it honours 429
+// each of client-go's rounds would run all of kubewire's attempts. The
+// stack therefore hands client-go the error of a request it retried and
+// gave up on (or did not retry because the retry budget refused) as an
+// [*Error], which client-go's checks do not take for a lost connection,
+// so client-go does not start another round: a GET is attempted at most
+// retry.DefaultMaxAttempts times in all, where stock client-go attempts it
+// eleven times over ten seconds. errors.As still finds the *retry.Error
+// and the type of every cause but syscall.Errno, and errors.Is sees every
+// cause (see [Error]). Responses are client-go's business as before: it honours 429
 // and Retry-After itself. With retries off
 // (WithRetryOptions(retry.WithMaxAttempts(1))), client-go retries as it
 // does without kubewire.
