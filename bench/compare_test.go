@@ -44,7 +44,7 @@ func loop(b *testing.B, rt http.RoundTripper, ownDeadline bool, u string) {
 			roundTrip(b, rt, context.Background(), u)
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		roundTrip(b, rt, ctx, u)
 		cancel()
 	}
@@ -53,7 +53,7 @@ func loop(b *testing.B, rt http.RoundTripper, ownDeadline bool, u string) {
 // BenchmarkKubewire is the full kubewire stack: retry, pooltrace, and
 // timeout, which gives the deadline.
 func BenchmarkKubewire(b *testing.B) {
-	benchCandidate(b, true, transport.Chain(retry.New(), pooltrace.New(), timeout.New(budget)))
+	benchCandidate(b, true, transport.Chain(retry.New(), pooltrace.New(), timeout.New(deadline)))
 }
 
 // BenchmarkKubewireMetrics is the same stack observed by the metrics
@@ -61,7 +61,7 @@ func BenchmarkKubewire(b *testing.B) {
 func BenchmarkKubewireMetrics(b *testing.B) {
 	m := metrics.New()
 	prometheus.NewRegistry().MustRegister(m)
-	benchCandidate(b, true, m.Stack(budget))
+	benchCandidate(b, true, m.Stack(deadline))
 }
 
 // BenchmarkRetryableHTTP is hashicorp/go-retryablehttp's RoundTripper with

@@ -23,14 +23,14 @@ import (
 )
 
 // BenchmarkIdleEdge sends requests after idle gaps spread evenly over the
-// last 20% of a 1s budget, against a server that answers in 100ms: a
+// last 20% of a 1s timeout, against a server that answers in 100ms: a
 // connection-level read deadline (client A) fails every request whose gap
-// leaves less than 100ms, a kubewire budget (client B) none. A failure is an
+// leaves less than 100ms, a kubewire timeout (client B) none. A failure is an
 // error, or a request the server executed twice (net/http's silent re-send
 // of a GET). Each iteration sends 100 requests per client, half GET, half
 // PATCH; the metrics are failure percentages.
 func BenchmarkIdleEdge(b *testing.B) {
-	const budget, latency, probes = time.Second, 100 * time.Millisecond, 100
+	const limit, latency, probes = time.Second, 100 * time.Millisecond, 100
 	s := repro.NewServer(latency, false)
 	b.Cleanup(s.Close)
 	var failA, failB, total int
@@ -38,7 +38,7 @@ func BenchmarkIdleEdge(b *testing.B) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for j := 0; j < probes; j++ {
-			gap := budget - 2*latency + time.Duration(j)*2*latency/probes
+			gap := limit - 2*latency + time.Duration(j)*2*latency/probes
 			method := http.MethodGet
 			if j%2 == 1 {
 				method = http.MethodPatch
@@ -47,9 +47,9 @@ func BenchmarkIdleEdge(b *testing.B) {
 				var rt http.RoundTripper
 				var err error
 				if client == "A" {
-					rt, err = repro.NaiveClient(s, budget, logr.Discard())
+					rt, err = repro.NaiveClient(s, limit, logr.Discard())
 				} else {
-					rt, err = repro.KubewireClient(s, budget, logr.Discard())
+					rt, err = repro.KubewireClient(s, limit, logr.Discard())
 				}
 				if err != nil {
 					b.Fatal(err)

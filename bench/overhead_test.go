@@ -60,7 +60,7 @@ func BenchmarkOverheadBare(b *testing.B) {
 // BenchmarkOverheadTimeout is the timeout middleware, which gives the
 // deadline in place of the caller.
 func BenchmarkOverheadTimeout(b *testing.B) {
-	benchOverhead(b, true, timeout.New(budget))
+	benchOverhead(b, true, timeout.New(deadline))
 }
 
 // BenchmarkOverheadPooltrace is pooltrace, the deadline in the caller's
@@ -71,7 +71,7 @@ func BenchmarkOverheadPooltrace(b *testing.B) {
 
 // BenchmarkOverheadStack is pooltrace over timeout, as BenchmarkStack.
 func BenchmarkOverheadStack(b *testing.B) {
-	benchOverhead(b, true, transport.Chain(pooltrace.New(), timeout.New(budget)))
+	benchOverhead(b, true, transport.Chain(pooltrace.New(), timeout.New(deadline)))
 }
 
 // benchOverhead is benchCandidate without a network.

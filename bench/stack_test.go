@@ -13,7 +13,8 @@ import (
 	"github.com/kubewire/kubewire/transport"
 )
 
-const budget = 30 * time.Second
+// deadline is every benchmark's timeout, whether kubewire's or the caller's.
+const deadline = 30 * time.Second
 
 func servers(b *testing.B) []testserver.Server {
 	return testserver.Pair(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -52,7 +53,7 @@ func BenchmarkBare(b *testing.B) {
 func BenchmarkStack(b *testing.B) {
 	for _, s := range servers(b) {
 		b.Run(s.Name, func(b *testing.B) {
-			loop(b, transport.Chain(pooltrace.New(), timeout.New(budget))(s.Base), true, s.URL)
+			loop(b, transport.Chain(pooltrace.New(), timeout.New(deadline))(s.Base), true, s.URL)
 		})
 	}
 }

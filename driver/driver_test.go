@@ -175,7 +175,7 @@ func TestErrorKeepsChain(t *testing.T) {
 	msg := err.Error()
 	assert.True(t, strings.HasPrefix(msg, "driver: stop sandbox team-a/sb-0: unavailable: "), msg)
 	assert.Contains(t, msg, "on connection reused after")
-	assert.Contains(t, msg, "request budget 200ms exceeded")
+	assert.Contains(t, msg, "request timeout of 200ms exceeded")
 	assert.Contains(t, msg, "retry: PATCH failed after 3 attempts", "stop is marked idempotent, so its patch was retried")
 }
 

@@ -114,7 +114,7 @@ func (r *recorder) warn(s Sandbox, reason, action, note string) {
 }
 
 // shutdown stops the recorder. It lets the Event writes under way finish
-// (each is bounded by the client's request budget) and drops the Events
+// (each is bounded by the client's per-request timeout) and drops the Events
 // whose write has not begun.
 func (r *recorder) shutdown() {
 	r.mu.Lock()

@@ -91,26 +91,26 @@ func get(t *testing.T, cfg *rest.Config, path string) error {
 	return err
 }
 
-func TestApplyMovesTimeoutIntoBudget(t *testing.T) {
+func TestApplyMovesConfigTimeout(t *testing.T) {
 	srv := slowServer(t, time.Second)
 	cfg := &rest.Config{Host: srv.URL, Timeout: 300 * time.Millisecond}
 	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithRetryOptions(retry.WithMaxAttempts(1))))
 	assert.Zero(t, cfg.Timeout, "http.Client.Timeout would cut every watch")
 
-	// The server answers after a second: only the 300ms budget can fail
-	// the call, and the error says which budget did.
+	// The server answers after a second: only the 300ms timeout can fail
+	// the call, and the error says which timeout did.
 	err := get(t, cfg, "/api/v1/namespaces/default")
 	var te *timeout.Error
 	require.True(t, errors.As(err, &te), "%v", err)
-	assert.Equal(t, 300*time.Millisecond, te.Budget)
+	assert.Equal(t, 300*time.Millisecond, te.Limit)
 }
 
-// TestApplyDefaultBudget: the budget is WithTimeout's, else the config's
+// TestApplyDefaultTimeout: the timeout is WithTimeout's, else the config's
 // Timeout, else DefaultTimeout. It shows without waiting for it: a caller's
-// deadline shorter than the budget is left to bound the request alone,
-// while a longer one gets the budget's own timer, which the wrapper below
+// deadline shorter than the timeout is left to bound the request alone,
+// while a longer one gets the timeout's own timer, which the wrapper below
 // the stack sees as a context with a Done channel of its own.
-func TestApplyDefaultBudget(t *testing.T) {
+func TestApplyDefaultTimeout(t *testing.T) {
 	srv := slowServer(t, 0)
 	tests := []struct {
 		name    string
@@ -271,7 +271,7 @@ func TestRetryExemptionsAddUp(t *testing.T) {
 	}
 }
 
-// TestWatchExempt: a watch outlives the budget; the same watch under a plain
+// TestWatchExempt: a watch outlives the timeout; the same watch under a plain
 // rest.Config.Timeout is cut.
 func TestWatchExempt(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

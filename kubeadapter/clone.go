@@ -169,6 +169,9 @@ func baseTransport(rt http.RoundTripper) (*http.Transport, error) {
 }
 
 func (cl *cloner) wrap(rt http.RoundTripper) http.RoundTripper {
+	if rt == nil {
+		rt = http.DefaultTransport // as every middleware does
+	}
 	base, err := baseTransport(rt)
 	if err != nil {
 		cl.warn(err)

@@ -4,10 +4,11 @@
 //
 // # What Apply changes
 //
-// [Apply] adds, through rest.Config.Wrap, one wrapper that is outermost among
-// the config's own wrappers and innermost under client-go's auth, user agent
-// and impersonation layers, so it sees final requests right above the
-// shared base transport, which it never mutates. Inside it, outermost first:
+// [Apply] adds to rest.Config.WrapTransport one wrapper that is outermost
+// among the config's own wrappers, where rest.Config.Wrap would put it, and
+// innermost under client-go's auth, user agent and impersonation layers, so
+// it sees final requests right above the shared base transport, which it
+// never mutates. Inside it, outermost first:
 //
 //   - retry.New: transport errors are retried when that cannot duplicate a
 //     write (a request marked with retry.ContextWithIdempotent in its context,
@@ -16,8 +17,8 @@
 //     Retry-After itself.
 //   - pooltrace.New: connection reuse and idle time for every attempt, in
 //     the logs and in every error.
-//   - timeout.New: a budget per attempt that starts when the request is sent
-//     and covers the response body.
+//   - timeout.New: a timeout per attempt that starts when the request is
+//     sent and covers the response body.
 //
 // Long-running requests (watch, log follow, exec, attach, portforward,
 // proxy, upgrades; timeout.LongRunning) are exempt from retries and bounded
@@ -28,17 +29,15 @@
 // client-go re-sends a GET whose error looks like a lost connection
 // (apimachinery's IsConnectionReset, IsProbableEOF, IsHTTP2ConnectionLost)
 // up to ten times, a second apart. Under the stack that would multiply:
-// against a server that resets every connection, a clientset GET was
-// attempted 33 times in 12.0s, client-go's 11 rounds of kubewire's 3
-// attempts. The stack therefore hands client-go the error of a request it
-// retried and gave up on (or did not retry because its budget refused) as
-// an [*Error], which client-go's checks do not take for a lost connection,
-// so client-go does not start another round. With the defaults the same GET
-// is attempted 3 times in about 0.2s (measured once; TestOneRetryLayer
-// counts the attempts at a proxy), where stock client-go attempts it 11
-// times in 10.0s. errors.As still finds the *retry.Error and the type of
-// every cause but syscall.Errno, and errors.Is sees every cause (see
-// [Error]). Responses are client-go's business as before: it honours 429
+// each of client-go's rounds would run all of kubewire's attempts. The
+// stack therefore hands client-go the error of a request it retried and
+// gave up on (or did not retry because the retry budget refused) as an
+// [*Error], which client-go's checks do not take for a lost connection,
+// so client-go does not start another round: a GET is attempted at most
+// retry.DefaultMaxAttempts times in all, where stock client-go attempts it
+// eleven times over ten seconds. errors.As still finds the *retry.Error
+// and the type of every cause but syscall.Errno, and errors.Is sees every
+// cause (see [Error]). Responses are client-go's business as before: it honours 429
 // and Retry-After itself. With retries off
 // (WithRetryOptions(retry.WithMaxAttempts(1))), client-go retries as it
 // does without kubewire.
@@ -63,18 +62,19 @@
 //
 // # Observing
 //
-// [WithObserver] hands every attempt, retry decision and exhausted budget
-// to an [Observer]; the metrics package's Metrics turns them into
+// [WithObserver] hands every attempt, retry decision and timeout that ran
+// out to an [Observer]; the metrics package's Metrics turns them into
 // Prometheus metrics:
 //
 //	m := metrics.New()
 //	registry.MustRegister(m)
 //	err := kubeadapter.Apply(cfg, kubeadapter.WithObserver(m))
 //
-// Apply moves rest.Config.Timeout into the budget and sets it to zero:
+// Apply moves rest.Config.Timeout into the per-attempt timeout and sets it
+// to zero:
 // client-go turns Timeout into http.Client.Timeout, which bounds the whole
 // body of every request and so cuts every watch and log stream after
-// Timeout (kubernetes#23899). The budget is per attempt; a caller's context
+// Timeout (kubernetes#23899). The timeout is per attempt; a caller's context
 // deadline still bounds a whole call.
 //
 // # Idle timeout and HTTP/2 health checks per client

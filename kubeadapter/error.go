@@ -10,8 +10,9 @@ import (
 
 // Error is the error client-go receives for a request the stack retried
 // and gave up on, or did not retry because the retry budget refused. It
-// exists so that a failure is retried by one layer, not two: client-go re-sends a GET up to ten times, a second apart, when its
-// error looks like a lost connection to apimachinery's IsConnectionReset,
+// exists so that a failure is retried by one layer, not two: client-go
+// re-sends a GET up to ten times, a second apart, when its error looks
+// like a lost connection to apimachinery's IsConnectionReset,
 // IsProbableEOF or IsHTTP2ConnectionLost (rest/request.go), and it would
 // do so on top of every retry kubewire already made. Error says what the
 // [retry.Error] inside says in words those checks do not match, and does

@@ -113,7 +113,7 @@ func TestCRUD(t *testing.T) {
 // TestIdleConnectionEndToEnd is the field report against a real API server:
 // a proxy adds 300ms to every answer. Client A keeps a 2s read deadline on
 // its connections; a request after about 1.8s idle fails. Client B, with
-// Apply and a 2s budget, succeeds at every gap.
+// Apply and a 2s timeout, succeeds at every gap.
 func TestIdleConnectionEndToEnd(t *testing.T) {
 	admin := env.Config(t)
 	cs, err := kubernetes.NewForConfig(admin)
@@ -182,10 +182,10 @@ func TestIdleConnectionEndToEnd(t *testing.T) {
 	}
 }
 
-// TestWatchSurvivesBudget: an informer's watch through the stack stays open
-// across several budgets; under a plain rest.Config.Timeout of the same
-// length it is cut and re-opened.
-func TestWatchSurvivesBudget(t *testing.T) {
+// TestWatchSurvivesTimeout: an informer's watch through the stack stays
+// open across several timeouts; under a plain rest.Config.Timeout of the
+// same length it is cut and re-opened.
+func TestWatchSurvivesTimeout(t *testing.T) {
 	admin := env.Config(t)
 	cs, err := kubernetes.NewForConfig(admin)
 	require.NoError(t, err)
@@ -227,12 +227,12 @@ func TestWatchSurvivesBudget(t *testing.T) {
 	appliedWatches, events := run(t, applied)
 
 	t.Logf("watch requests over 3.5s with a 1s timeout: plain rest.Config.Timeout %d, kubewire %d (%d events)", plainWatches, appliedWatches, events)
-	assert.EqualValues(t, 1, appliedWatches, "the watch stayed open across the budget")
+	assert.EqualValues(t, 1, appliedWatches, "the watch stayed open across the timeout")
 	assert.GreaterOrEqual(t, plainWatches, int32(2), "rest.Config.Timeout cuts the watch and the informer re-opens it")
 }
 
 // TestStalledResponse: the proxy holds the API server's answer. An unmarked
-// create fails within the budget with the typed timeout error and is not
+// create fails within the timeout with the typed timeout error and is not
 // re-sent: the object exists exactly once.
 func TestStalledResponse(t *testing.T) {
 	admin := env.Config(t)

@@ -11,13 +11,14 @@ import (
 	k8stransport "k8s.io/client-go/transport"
 
 	"github.com/kubewire/kubewire/internal/roundtrip"
+	"github.com/kubewire/kubewire/internal/stack"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
 )
 
-// DefaultTimeout is the per-attempt budget when neither [WithTimeout] nor
+// DefaultTimeout is the per-attempt timeout when neither [WithTimeout] nor
 // rest.Config.Timeout sets one.
 const DefaultTimeout = 30 * time.Second
 
@@ -31,8 +32,8 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	budget       time.Duration
-	budgetSet    bool
+	timeout      time.Duration
+	timeoutSet   bool
 	stall        time.Duration
 	readIdle     time.Duration
 	pingTimeout  time.Duration
@@ -50,11 +51,11 @@ func (c *config) fail(format string, args ...any) {
 	}
 }
 
-// WithTimeout sets the per-attempt budget. Default: the config's Timeout if
-// it is set, else [DefaultTimeout]. Must be positive.
+// WithTimeout sets the per-attempt timeout. Default: the config's Timeout
+// if it is set, else [DefaultTimeout]. Must be positive.
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
-		c.budget, c.budgetSet = d, true
+		c.timeout, c.timeoutSet = d, true
 		if d <= 0 {
 			c.fail("WithTimeout must be positive, got %v", d)
 		}
@@ -175,7 +176,7 @@ func Check(opts ...Option) error {
 
 // Apply installs the kubewire stack on cfg (see the package
 // documentation). Existing WrapTransport wrappers keep working and keep
-// their order. cfg.Timeout becomes the per-attempt budget unless
+// their order. cfg.Timeout becomes the per-attempt timeout unless
 // [WithTimeout] is given, and is set to zero. Calling Apply again on the
 // same config, or a copy of it, changes nothing and returns nil.
 //
@@ -200,81 +201,85 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 			return err
 		}
 	}
-	if !c.budgetSet {
-		c.budget = DefaultTimeout
+	if !c.timeoutSet {
+		c.timeout = DefaultTimeout
 		if cfg.Timeout > 0 {
-			c.budget = cfg.Timeout
+			c.timeout = cfg.Timeout
 		}
 	}
-	if c.cloning() {
-		// Innermost, so that it sees the base transport itself.
-		cl := newCloner(&c)
-		cfg.WrapTransport = k8stransport.Wrappers(cl.wrap, cfg.WrapTransport)
-	}
-	cfg.Wrap(c.stack())
+	cfg.WrapTransport = c.wrappers(cfg.WrapTransport)
 	cfg.Timeout = 0
 	return nil
 }
 
 // Wrap returns the kubewire stack as a client-go WrapperFunc, for programs
 // that assemble their own transport. It does not touch a rest.Config, so it
-// does not move rest.Config.Timeout; set the budget with [WithTimeout].
+// does not move rest.Config.Timeout; set the timeout with [WithTimeout].
 // [WithHTTP2Health] applies only when Wrap is the innermost wrapper, right
 // over an *http.Transport with HTTP/2 on; otherwise it logs why once, as
 // an error through the [WithLogger] logger. Invalid options make every
 // request fail with an error naming the option; validate them with [Check].
 func Wrap(opts ...Option) k8stransport.WrapperFunc {
 	c := newConfig(opts)
-	if !c.budgetSet {
-		c.budget = DefaultTimeout
+	if !c.timeoutSet {
+		c.timeout = DefaultTimeout
 	}
-	stack := c.stack()
-	if !c.cloning() || c.err != nil {
-		return stack
-	}
-	cl := newCloner(&c)
-	return func(rt http.RoundTripper) http.RoundTripper {
-		if rt == nil {
-			rt = http.DefaultTransport
-		}
-		return stack(cl.wrap(rt))
-	}
+	return c.wrappers(nil)
 }
 
-func (c *config) stack() k8stransport.WrapperFunc {
+// wrappers returns what Apply and Wrap install, outermost first as in
+// transport.Chain (client-go's Wrappers and rest.Config.Wrap take the
+// reverse order): the kubewire stack, then between (the config's own
+// wrappers, which keep their order), then the clone of the base transport
+// when an option needs one, innermost so that it sees the base transport
+// itself.
+func (c *config) wrappers(between k8stransport.WrapperFunc) k8stransport.WrapperFunc {
+	layers := []transport.Middleware{c.middleware(), transport.Middleware(between)}
+	if c.cloning() && c.err == nil {
+		layers = append(layers, newCloner(c).wrap)
+	}
+	return k8stransport.WrapperFunc(transport.Chain(layers...))
+}
+
+// middleware returns the kubewire stack with c's options, marked as
+// installed, or a middleware that fails every request if an option is
+// invalid.
+func (c *config) middleware() transport.Middleware {
 	if c.err != nil {
 		err := c.err
 		return func(rt http.RoundTripper) http.RoundTripper {
 			return &failing{Wrapped: roundtrip.Wrap(rt), err: err}
 		}
 	}
-	ropts := append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning)}, c.retryOptions...)
-	ropts = append(ropts, retry.WithObserver(observeDecision(c.observers)))
-	popts := []pooltrace.Option{pooltrace.WithLogger(c.logger)}
-	if f := each(c.observers, func(o Observer) func(pooltrace.Attempt) { return o.ObserveAttempt }); f != nil {
-		popts = append(popts, pooltrace.WithObserver(f))
+	opts := stack.Options{
+		Retry:     append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning)}, c.retryOptions...),
+		Pooltrace: []pooltrace.Option{pooltrace.WithLogger(c.logger)},
 	}
-	var topts []timeout.Option
+	opts.Retry = append(opts.Retry, retry.WithObserver(observeDecision(c.observers)))
+	if f := each(c.observers, func(o Observer) func(pooltrace.Attempt) { return o.ObserveAttempt }); f != nil {
+		opts.Pooltrace = append(opts.Pooltrace, pooltrace.WithObserver(f))
+	}
 	if c.stall > 0 {
-		topts = append(topts, timeout.WithStallTimeout(c.stall))
+		opts.Timeout = append(opts.Timeout, timeout.WithStallTimeout(c.stall))
 	}
 	if f := each(c.observers, func(o Observer) func(timeout.Exceeded) { return o.ObserveExceeded }); f != nil {
-		topts = append(topts, timeout.WithObserver(f))
+		opts.Timeout = append(opts.Timeout, timeout.WithObserver(f))
 	}
-	chain := transport.Chain(retry.New(ropts...), pooltrace.New(popts...), timeout.New(c.budget, topts...))
+	chain := stack.New(c.timeout, opts)
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &stack{Wrapped: roundtrip.Wrapped{Next: chain(rt)}}
+		return &installed{Wrapped: roundtrip.Wrapped{Next: chain(rt)}}
 	}
 }
 
-// stack marks the kubewire stack in a chain of wrappers, so that Apply can
-// tell it is already there, and hands client-go the errors of requests the
-// stack retried, or refused to retry for its budget, as an [*Error].
-type stack struct {
+// installed marks the kubewire stack in a chain of wrappers, so that Apply
+// can tell it is already there, and hands client-go the errors of requests
+// the stack retried, or refused to retry because the retry budget was
+// spent, as an [*Error].
+type installed struct {
 	roundtrip.Wrapped
 }
 
-func (s *stack) RoundTrip(req *http.Request) (*http.Response, error) {
+func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := s.Next.RoundTrip(req)
 	if re, ok := err.(*retry.Error); ok && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
 		return nil, &Error{Retry: re}
@@ -297,7 +302,7 @@ func applied(cfg *rest.Config) bool {
 		return false
 	}
 	return roundtrip.Holds(cfg.WrapTransport(probe{}), func(rt http.RoundTripper) bool {
-		_, ok := rt.(*stack)
+		_, ok := rt.(*installed)
 		return ok
 	})
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // Observer hears what the stack learns about each request: every attempt
-// (pooltrace), every retry decision (retry) and every budget that runs out
-// (timeout). The metrics package's Metrics is one; [ObserverFuncs] adapts
+// (pooltrace), every retry decision (retry) and every timeout that runs
+// out (timeout). The metrics package's Metrics is one; [ObserverFuncs] adapts
 // plain functions. Methods are called concurrently and must not block.
 type Observer interface {
 	ObserveAttempt(pooltrace.Attempt)

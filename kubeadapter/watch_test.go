@@ -15,10 +15,10 @@ import (
 	"github.com/kubewire/kubewire/kubeadapter"
 )
 
-// TestRawWatchSurvivesBudget: a plain client-go watch through the stack
-// keeps delivering events for several budgets; under rest.Config.Timeout of
-// the same length its result channel closes after about one Timeout.
-func TestRawWatchSurvivesBudget(t *testing.T) {
+// TestRawWatchSurvivesTimeout: a plain client-go watch through the stack
+// keeps delivering events for several timeouts; under rest.Config.Timeout
+// of the same length its result channel closes after about one Timeout.
+func TestRawWatchSurvivesTimeout(t *testing.T) {
 	admin := env.Config(t)
 	cs, err := kubernetes.NewForConfig(admin)
 	require.NoError(t, err)
@@ -67,6 +67,6 @@ func TestRawWatchSurvivesBudget(t *testing.T) {
 	applied.Timeout = time.Second
 	require.NoError(t, kubeadapter.Apply(applied))
 	events, closed := watch(applied)
-	assert.False(t, closed, "the watch outlived three budgets")
+	assert.False(t, closed, "the watch outlived three timeouts")
 	assert.GreaterOrEqual(t, events, 10, "and kept delivering events")
 }

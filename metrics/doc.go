@@ -45,8 +45,8 @@
 //	    status asked for a wait longer than WithMaxRetryAfter). Budget
 //	    refusals are the series with reason="budget".
 //	kubewire_timeout_exceeded_total{method, phase}
-//	    Budgets that ran out, by where the request was: "headers", "body" or
-//	    "stalled" (a long-running response made no progress).
+//	    Requests whose timeout ran out, by where the request was: "headers",
+//	    "body" or "stalled" (a long-running response made no progress).
 //
 // Retries under client-go are also counted in client-go's own
 // rest_client_request_retries_total by kubeadapter, when a program

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kubewire/kubewire/internal/stack"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
@@ -67,7 +68,7 @@ func New() *Metrics {
 	}, []string{"method", "reason"})
 	exceeded := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: "timeout", Name: "exceeded_total",
-		Help: "Request budgets that ran out, by method and phase (headers, body, stalled).",
+		Help: "Requests whose timeout ran out, by method and phase (headers, body, stalled).",
 	}, []string{"method", "phase"})
 	return &Metrics{
 		attempts:   counters(attempts, func(k attemptKey) []string { return []string{k.method, k.protocol, k.reused, k.outcome} }),
@@ -96,16 +97,20 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Stack returns kubewire's stack for a plain http.Client, observed by m:
-// retry.New(retryOpts...) over pooltrace.New() over timeout.New(budget).
+// retry.New(retryOpts...) over pooltrace.New() over timeout.New(timeout).
 // It is the net/http counterpart of kubeadapter.WithObserver(m). To give
 // the layers other options, pass m's methods to each layer's WithObserver.
-func (m *Metrics) Stack(budget time.Duration, retryOpts ...retry.Option) transport.Middleware {
-	ropts := append(retryOpts[:len(retryOpts):len(retryOpts)], retry.WithObserver(m.ObserveDecision))
-	return transport.Chain(
-		retry.New(ropts...),
-		pooltrace.New(pooltrace.WithObserver(m.ObserveAttempt)),
-		timeout.New(budget, timeout.WithObserver(m.ObserveExceeded)),
-	)
+func (m *Metrics) Stack(timeout time.Duration, retryOpts ...retry.Option) transport.Middleware {
+	return stack.New(timeout, m.observed(retryOpts))
+}
+
+// observed returns the options of a stack that m observes.
+func (m *Metrics) observed(retryOpts []retry.Option) stack.Options {
+	return stack.Options{
+		Retry:     append(retryOpts[:len(retryOpts):len(retryOpts)], retry.WithObserver(m.ObserveDecision)),
+		Pooltrace: []pooltrace.Option{pooltrace.WithObserver(m.ObserveAttempt)},
+		Timeout:   []timeout.Option{timeout.WithObserver(m.ObserveExceeded)},
+	}
 }
 
 // ObserveAttempt counts one attempt; it is pooltrace's observer.
@@ -144,7 +149,8 @@ func (m *Metrics) ObserveDecision(d retry.Decision) {
 	m.retries.get(retryKey{method, class}).Inc()
 }
 
-// ObserveExceeded counts a budget that ran out; it is timeout's observer.
+// ObserveExceeded counts a request whose timeout ran out; it is timeout's
+// observer.
 func (m *Metrics) ObserveExceeded(e timeout.Exceeded) {
 	m.exceeded.get(exceededKey{methodLabel(e.Request.Method), label(phaseLabels, e.Phase)}).Inc()
 }

@@ -39,7 +39,7 @@ func noWait(int) time.Duration { return 0 }
 
 // TestScriptedRun sends requests through real sockets and a fault proxy:
 // a timeout on a reused connection, a retried reset, a refused
-// non-idempotent write, a budget refusal and a re-send by net/http. Each
+// non-idempotent write, a retry-budget refusal and a re-send by net/http. Each
 // is counted once, under the documented labels only.
 func TestScriptedRun(t *testing.T) {
 	var slowCalls atomic.Int32
@@ -68,7 +68,7 @@ func TestScriptedRun(t *testing.T) {
 	send := func(c *http.Client, method, path string) error {
 		ctx := context.Background()
 		if path == "/slow" {
-			ctx = timeout.ContextWithBudget(ctx, time.Second)
+			ctx = timeout.ContextWithTimeout(ctx, time.Second)
 		}
 		// A GET has no body, as client-go's do: with one, net/http may
 		// still be writing it when the proxy's close (a reset, with the
@@ -118,7 +118,7 @@ kubewire_retry_gave_up_total{method="POST",reason="not_idempotent"} 1
 # TYPE kubewire_retry_retries_total counter
 kubewire_retry_retries_total{class="maybe_sent",method="GET"} 1
 kubewire_retry_retries_total{class="maybe_sent",method="PUT"} 1
-# HELP kubewire_timeout_exceeded_total Request budgets that ran out, by method and phase (headers, body, stalled).
+# HELP kubewire_timeout_exceeded_total Requests whose timeout ran out, by method and phase (headers, body, stalled).
 # TYPE kubewire_timeout_exceeded_total counter
 kubewire_timeout_exceeded_total{method="GET",phase="headers"} 1
 `

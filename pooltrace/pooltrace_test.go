@@ -278,7 +278,7 @@ func TestTimeoutThroughURLError(t *testing.T) {
 			var te *timeout.Error
 			require.True(t, errors.As(err, &te))
 			assert.Contains(t, err.Error(), ": on new connection (")
-			assert.Contains(t, err.Error(), "request budget 200ms exceeded")
+			assert.Contains(t, err.Error(), "request timeout of 200ms exceeded")
 		})
 	}
 }

@@ -51,7 +51,7 @@ func TestClassify(t *testing.T) {
 		{"unexpected eof", io.ErrUnexpectedEOF, retry.MaybeSent},
 		{"server closed idle", errors.New("http: server closed idle connection"), retry.MaybeSent},
 		{"read timeout", &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, retry.MaybeSent},
-		{"kubewire timeout", &timeout.Error{Budget: time.Second, Phase: timeout.PhaseHeaders}, retry.MaybeSent},
+		{"kubewire timeout", &timeout.Error{Limit: time.Second, Phase: timeout.PhaseHeaders}, retry.MaybeSent},
 		{"wrapped by pooltrace", &pooltrace.Error{Err: opErr("read", syscall.ECONNRESET)}, retry.MaybeSent},
 		{"wrapped by url.Error", &url.Error{Op: "Get", URL: "x", Err: opErr("dial", syscall.ECONNREFUSED)}, retry.NotSent},
 		{"wrapped by fmt", fmt.Errorf("ctx: %w", io.EOF), retry.MaybeSent},

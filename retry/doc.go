@@ -110,7 +110,7 @@
 //
 // # Composition
 //
-// Put the timeout middleware inside retry for a budget per attempt, and give
+// Put the timeout middleware inside retry for a timeout per attempt, and give
 // the caller's context a deadline for the whole call:
 //
 //	transport.Chain(retry.New(), pooltrace.New(), timeout.New(10*time.Second))

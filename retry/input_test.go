@@ -93,9 +93,9 @@ func TestConfigErrorBelow(t *testing.T) {
 		mw   transport.Middleware
 		want string
 	}{
-		{"timeout.New(0)", context.Background(), timeout.New(0), "timeout: budget of timeout.New must be positive, got 0s"},
-		{"ContextWithBudget(ctx, 0)", timeout.ContextWithBudget(context.Background(), -time.Second), timeout.New(time.Second),
-			"timeout: budget of timeout.ContextWithBudget must be positive, got -1s"},
+		{"timeout.New(0)", context.Background(), timeout.New(0), "timeout: the timeout of timeout.New must be positive, got 0s"},
+		{"ContextWithTimeout(ctx, 0)", timeout.ContextWithTimeout(context.Background(), -time.Second), timeout.New(time.Second),
+			"timeout: the timeout of timeout.ContextWithTimeout must be positive, got -1s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rt := transport.Chain(

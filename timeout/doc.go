@@ -10,12 +10,13 @@
 // GETs then fail and are silently re-sent by net/http, and PATCH, POST and
 // DELETE fail outright on a healthy server. The deadline of [New] belongs to
 // the request, not the connection: a request on a connection that sat idle
-// for any time gets the whole budget.
+// for any time gets the whole timeout.
 //
-// # What the budget covers
+// # What the timeout covers
 //
-// For an ordinary request the budget covers waiting for response headers and
-// reading the body; a body that trickles is cut when the budget runs out.
+// For an ordinary request the timeout covers waiting for response headers
+// and reading the body; a body that trickles is cut when the timeout runs
+// out.
 // Long-running requests, as reported by the classifier ([LongRunning] by
 // default, replaceable with [WithLongRunning]), are bounded only until the
 // response headers arrive; while their body is read an optional no-progress
@@ -23,20 +24,20 @@
 // silent for too long. An upgrade (101 Switching Protocols) keeps its
 // io.ReadWriteCloser body.
 //
-// The caller's context deadline, when it is sooner than the budget, wins and
-// its error is returned unchanged. [ContextWithBudget] overrides the budget for one
-// call and [ContextWithoutBudget] removes it for one call.
+// The caller's context deadline, when it is sooner than the timeout, wins
+// and its error is returned unchanged. [ContextWithTimeout] overrides the
+// timeout for one call and [ContextWithoutTimeout] removes it for one call.
 //
 // # Errors
 //
-// When the budget runs out, RoundTrip or the body's Read returns an
-// [*Error] that records the budget, the elapsed time and the [Phase]. It
-// matches context.DeadlineExceeded with errors.Is and reports Timeout() true,
-// also through the *url.Error of http.Client.
+// When the timeout runs out, RoundTrip or the body's Read returns an
+// [*Error] that records the timeout ([Error.Limit]), the elapsed time and
+// the [Phase]. It matches context.DeadlineExceeded with errors.Is and
+// reports Timeout() true, also through the *url.Error of http.Client.
 //
 // # Configuration errors
 //
-// New cannot return an error, so an invalid budget or option makes every
+// New cannot return an error, so an invalid timeout or option makes every
 // request through the middleware fail with an error that names the setting
 // and its value; nothing is sent. Validate with [Check] at start-up.
 package timeout

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Phase says where a request was when its budget ran out.
+// Phase says where a request was when its timeout ran out.
 type Phase int
 
 const (
@@ -33,13 +33,13 @@ func (p Phase) String() string {
 	return fmt.Sprintf("Phase(%d)", int(p))
 }
 
-// Error is returned when a request's budget runs out. errors.Is(err,
+// Error is returned when a request's timeout runs out. errors.Is(err,
 // context.DeadlineExceeded) is true and Timeout reports true.
 type Error struct {
-	// Budget is the limit that ran out: the request budget, or the stall
-	// timeout for PhaseStalled.
-	Budget time.Duration
-	// Elapsed is the time from RoundTrip to the moment the budget ran out.
+	// Limit is the timeout that ran out: the request's, or the stall
+	// timeout for PhaseStalled. It is the same quantity as [Exceeded.Limit].
+	Limit time.Duration
+	// Elapsed is the time from RoundTrip to the moment the timeout ran out.
 	Elapsed time.Duration
 	// Phase says what the request was doing.
 	Phase Phase
@@ -51,9 +51,9 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Phase == PhaseStalled {
-		fmt.Fprintf(&b, "timeout: no progress for %v after %v %s", e.Budget, e.Elapsed.Round(time.Millisecond), "while streaming the response body")
+		fmt.Fprintf(&b, "timeout: no progress for %v after %v %s", e.Limit, e.Elapsed.Round(time.Millisecond), "while streaming the response body")
 	} else {
-		fmt.Fprintf(&b, "timeout: request budget %v exceeded after %v %s", e.Budget, e.Elapsed.Round(time.Millisecond), e.Phase)
+		fmt.Fprintf(&b, "timeout: request timeout of %v exceeded after %v %s", e.Limit, e.Elapsed.Round(time.Millisecond), e.Phase)
 	}
 	if e.Err != nil {
 		b.WriteString(": ")

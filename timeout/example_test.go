@@ -28,7 +28,7 @@ func ExampleNew() {
 	_, err := client.Get(slow.URL)
 	var te *timeout.Error
 	if errors.As(err, &te) {
-		fmt.Println(te.Budget, te.Phase)
+		fmt.Println(te.Limit, te.Phase)
 	}
 	fmt.Println(errors.Is(err, context.DeadlineExceeded))
 	// Output:
@@ -36,9 +36,9 @@ func ExampleNew() {
 	// true
 }
 
-// A longer budget for one call that is known to be slow.
-func ExampleContextWithBudget() {
-	ctx := timeout.ContextWithBudget(context.Background(), 2*time.Minute)
+// A longer timeout for one call that is known to be slow.
+func ExampleContextWithTimeout() {
+	ctx := timeout.ContextWithTimeout(context.Background(), 2*time.Minute)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://127.0.0.1:6443/apis/batch/v1/namespaces/ns/jobs", nil)
 	_ = req // send it through a client built with timeout.New
 }

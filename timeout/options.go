@@ -19,7 +19,7 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	budget      time.Duration
+	timeout     time.Duration
 	longRunning func(*http.Request) bool
 	stall       time.Duration
 	observer    func(Exceeded)
@@ -54,20 +54,21 @@ func WithStallTimeout(d time.Duration) Option {
 	})
 }
 
-// Exceeded describes a request whose budget, or stall timeout, ran out.
+// Exceeded describes a request whose timeout, or stall timeout, ran out.
 type Exceeded struct {
 	// Request is the request as the middleware received it. Observers must
 	// not modify it or read its body.
 	Request *http.Request
 	// Phase says where the request was.
 	Phase Phase
-	// Limit is the budget, or the stall timeout for PhaseStalled.
+	// Limit is the request's timeout, or the stall timeout for
+	// PhaseStalled.
 	Limit time.Duration
 	// Elapsed is the time since RoundTrip was called.
 	Elapsed time.Duration
 }
 
-// WithObserver calls f when a request's budget or stall timeout runs out,
+// WithObserver calls f when a request's timeout or stall timeout runs out,
 // from the timer's goroutine, before the request is cancelled. f must not
 // block. Observers add up: each one given is called, in order. Must not be
 // nil. Default: none.
@@ -81,10 +82,10 @@ func WithObserver(f func(Exceeded)) Option {
 	})
 }
 
-func newConfig(budget time.Duration, opts []Option) config {
-	c := config{budget: budget, longRunning: LongRunning}
-	if budget <= 0 {
-		c.fail("budget of timeout.New must be positive, got %v", budget)
+func newConfig(d time.Duration, opts []Option) config {
+	c := config{timeout: d, longRunning: LongRunning}
+	if d <= 0 {
+		c.fail("the timeout of timeout.New must be positive, got %v", d)
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -94,9 +95,9 @@ func newConfig(budget time.Duration, opts []Option) config {
 	return c
 }
 
-// Check reports the error that New(budget, opts...) would return from every
+// Check reports the error that New(d, opts...) would return from every
 // request, or nil if the configuration is valid.
-func Check(budget time.Duration, opts ...Option) error {
-	c := newConfig(budget, opts)
+func Check(d time.Duration, opts ...Option) error {
+	c := newConfig(d, opts)
 	return c.err
 }

@@ -3,14 +3,14 @@ package timeout
 import "time"
 
 // The stall watchdog of long-running requests ([WithStallTimeout]): once
-// their headers have arrived the budget no longer applies, and the timer of
-// the call measures silence instead. Every read that delivers bytes
+// their headers have arrived the request's timeout no longer applies, and
+// the timer of the call measures silence instead. Every read that delivers bytes
 // records the time (call.progress); when the timer fires, a stream that
 // delivered something within the stall timeout has the timer set again for
 // the rest of it, and a silent one is cut with PhaseStalled.
 
-// streaming moves a long-running request past its headers: the budget no
-// longer applies, the stall watchdog does if it is on.
+// streaming moves a long-running request past its headers: the timeout
+// no longer applies, the stall watchdog does if it is on.
 func (c *call) streaming() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -14,15 +14,15 @@ import (
 	"github.com/kubewire/kubewire/transport"
 )
 
-// New returns a middleware that gives every request its own deadline of
-// budget, starting when RoundTrip is called and ending when the response
-// body is closed or read to EOF (see the package documentation). The
-// RoundTrippers it returns are safe for concurrent use.
+// New returns a middleware that gives every request its own deadline, d
+// after RoundTrip is called, which ends when the response body is closed or
+// read to EOF (see the package documentation). The RoundTrippers it returns
+// are safe for concurrent use.
 //
-// An invalid budget (zero or negative) or option does not panic: every
+// An invalid timeout (zero or negative) or option does not panic: every
 // request fails with an error naming it, without being sent.
-func New(budget time.Duration, opts ...Option) transport.Middleware {
-	c := newConfig(budget, opts)
+func New(d time.Duration, opts ...Option) transport.Middleware {
+	c := newConfig(d, opts)
 	return func(next http.RoundTripper) http.RoundTripper {
 		return &roundTripper{Wrapped: roundtrip.Wrap(next), cfg: c}
 	}
@@ -39,23 +39,23 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, rt.cfg.err
 	}
 	ctx := req.Context()
-	budget := rt.cfg.budget
-	if v, ok := ctx.Value(budgetKey{}).(*budgetValue); ok {
+	limit := rt.cfg.timeout
+	if v, ok := ctx.Value(timeoutKey{}).(*timeoutValue); ok {
 		switch {
 		case v.none:
 			return rt.Next.RoundTrip(req)
 		case v.d <= 0:
 			roundtrip.CloseRequestBody(req)
-			return nil, &transport.ConfigError{Err: fmt.Errorf("timeout: budget of timeout.ContextWithBudget must be positive, got %v", v.d)}
+			return nil, &transport.ConfigError{Err: fmt.Errorf("timeout: the timeout of timeout.ContextWithTimeout must be positive, got %v", v.d)}
 		}
-		budget = v.d
+		limit = v.d
 	}
 	start := time.Now()
-	if dl, ok := ctx.Deadline(); ok && dl.Sub(start) <= budget {
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(start) <= limit {
 		// The caller's deadline comes first and bounds everything.
 		return rt.Next.RoundTrip(req)
 	}
-	c := &call{start: start, budget: budget, phase: PhaseHeaders}
+	c := &call{start: start, limit: limit, phase: PhaseHeaders}
 	if rt.cfg.observer != nil {
 		c.req, c.observer = req, rt.cfg.observer
 	}
@@ -67,10 +67,10 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The deadline starts here, when the request is handed to the
 	// transport, and not when a connection is read from: a read deadline on
 	// a pooled connection also counts the time it sat idle, so a request on
-	// a connection idle for T gets only budget-T (the seed's bug). It stops
+	// a connection idle for T gets only limit-T (the seed's bug). It stops
 	// when the body is read to EOF or closed (call.Read, call.Close).
 	c.mu.Lock()
-	c.timer = time.AfterFunc(budget, c.fire)
+	c.timer = time.AfterFunc(limit, c.fire)
 	c.mu.Unlock()
 
 	resp, err := rt.Next.RoundTrip(req.WithContext(ctx))
@@ -107,7 +107,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 type call struct {
 	body        io.ReadCloser
 	start       time.Time
-	budget      time.Duration
+	limit       time.Duration // the request's timeout
 	longRunning bool
 	stall       time.Duration
 	cancel      context.CancelCauseFunc
@@ -129,7 +129,7 @@ func (c *call) fire() {
 		return
 	}
 	elapsed := time.Since(c.start)
-	limit := c.budget
+	limit := c.limit
 	if c.phase == PhaseStalled {
 		limit = c.stall
 		if c.rearm(elapsed) {
@@ -137,7 +137,7 @@ func (c *call) fire() {
 			return
 		}
 	}
-	c.err = &Error{Budget: limit, Elapsed: elapsed, Phase: c.phase}
+	c.err = &Error{Limit: limit, Elapsed: elapsed, Phase: c.phase}
 	c.done = true
 	err := c.err
 	c.mu.Unlock()
@@ -174,7 +174,7 @@ func (c *call) finish() {
 
 var errRequestDone = errors.New("timeout: request done")
 
-// cause returns the error to report for err: an *Error if the budget ran
+// cause returns the error to report for err: an *Error if the timeout ran
 // out, err itself otherwise.
 func (c *call) cause(err error) error {
 	c.mu.Lock()

@@ -23,7 +23,7 @@ import (
 )
 
 func TestContract(t *testing.T) {
-	// A budget no request of the suite comes near: its concurrent case
+	// A timeout no request of the suite comes near: its concurrent case
 	// queues 32 requests, which on a loaded machine can wait past 2s.
 	contract.Run(t, timeout.New(30*time.Second))
 }
@@ -52,13 +52,13 @@ func get(ctx context.Context, rt http.RoundTripper, u string) (*http.Response, e
 	return (&http.Client{Transport: rt}).Do(req)
 }
 
-func requireTimeout(t *testing.T, err error, phase timeout.Phase, budget time.Duration) {
+func requireTimeout(t *testing.T, err error, phase timeout.Phase, limit time.Duration) {
 	t.Helper()
 	require.Error(t, err)
 	var te *timeout.Error
 	require.True(t, errors.As(err, &te), "want *timeout.Error, got %T: %v", err, err)
 	assert.Equal(t, phase, te.Phase)
-	assert.Equal(t, budget, te.Budget)
+	assert.Equal(t, limit, te.Limit)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "errors.Is(err, context.DeadlineExceeded) is false for %v", err)
 	var ne net.Error
 	require.True(t, errors.As(err, &ne))
@@ -84,7 +84,7 @@ func TestSlowHeaders(t *testing.T) {
 			assert.Nil(t, resp)
 			requireTimeout(t, err, timeout.PhaseHeaders, 2*time.Second)
 			assert.GreaterOrEqual(t, elapsed, 2*time.Second)
-			assert.Contains(t, err.Error(), "request budget 2s exceeded")
+			assert.Contains(t, err.Error(), "request timeout of 2s exceeded")
 			assert.Contains(t, err.Error(), "waiting for response headers")
 		})
 	}
@@ -164,7 +164,7 @@ func TestLongRunningNotCut(t *testing.T) {
 				}
 				require.NoError(t, sc.Err(), "the stream was cut")
 				assert.Equal(t, 15, lines)
-				assert.Greater(t, time.Since(start), time.Second, "the stream outlived the budget")
+				assert.Greater(t, time.Since(start), time.Second, "the stream outlived the timeout")
 			})
 		}
 	}
@@ -173,7 +173,7 @@ func TestLongRunningNotCut(t *testing.T) {
 func TestOrdinaryStreamIsCut(t *testing.T) {
 	t.Parallel()
 	// The same stream without watch=true is an ordinary request: its body
-	// is bounded by the budget.
+	// is bounded by the timeout.
 	for _, s := range servers(t, stream(15)) {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
@@ -220,7 +220,7 @@ func TestStallWatchdog(t *testing.T) {
 			elapsed := time.Since(start)
 			requireTimeout(t, err, timeout.PhaseStalled, 400*time.Millisecond)
 			assert.Greater(t, n, int64(0))
-			// The 200ms budget did not cut the stream (the phase says the
+			// The 200ms timeout did not cut the stream (the phase says the
 			// watchdog did), and the watchdog waited its 400ms. Not "600ms of
 			// events plus 400ms": on a loaded machine the server's 100ms
 			// cadence can itself pause for 400ms, and cutting it then is right.
@@ -249,7 +249,7 @@ func TestCallerDeadlineWins(t *testing.T) {
 	}
 }
 
-func TestContextWithBudget(t *testing.T) {
+func TestContextWithTimeout(t *testing.T) {
 	t.Parallel()
 	for _, s := range servers(t, func(w http.ResponseWriter, r *http.Request) {
 		if wait(r, 600*time.Millisecond) {
@@ -258,16 +258,16 @@ func TestContextWithBudget(t *testing.T) {
 	}) {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			// A shorter budget for one call.
+			// A shorter timeout for one call.
 			rt := timeout.New(10 * time.Second)(s.Base)
 			// The server answers after 600ms, within the middleware's 10s:
-			// only the call's 200ms budget can fail the call.
-			_, err := get(timeout.ContextWithBudget(context.Background(), 200*time.Millisecond), rt, s.URL)
+			// only the call's 200ms timeout can fail the call.
+			_, err := get(timeout.ContextWithTimeout(context.Background(), 200*time.Millisecond), rt, s.URL)
 			requireTimeout(t, err, timeout.PhaseHeaders, 200*time.Millisecond)
 
-			// No budget for one call.
+			// No timeout for one call.
 			rt = timeout.New(200 * time.Millisecond)(s.Base)
-			resp, err := get(timeout.ContextWithoutBudget(context.Background()), rt, s.URL)
+			resp, err := get(timeout.ContextWithoutTimeout(context.Background()), rt, s.URL)
 			require.NoError(t, err)
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
@@ -284,26 +284,26 @@ func TestInvalidConfig(t *testing.T) {
 		ctx  context.Context
 		want string
 	}{
-		{"zero budget", timeout.New(0), context.Background(), "timeout: budget of timeout.New must be positive, got 0s"},
-		{"negative budget", timeout.New(-time.Second), context.Background(), "timeout: budget of timeout.New must be positive, got -1s"},
+		{"zero timeout", timeout.New(0), context.Background(), "timeout: the timeout of timeout.New must be positive, got 0s"},
+		{"negative timeout", timeout.New(-time.Second), context.Background(), "timeout: the timeout of timeout.New must be positive, got -1s"},
 		{"zero stall", timeout.New(time.Second, timeout.WithStallTimeout(0)), context.Background(), "timeout: WithStallTimeout must be positive, got 0s"},
 		{"nil observer", timeout.New(time.Second, timeout.WithObserver(nil)), context.Background(), "timeout: WithObserver must not be nil"},
-		{"zero per-call budget", timeout.New(time.Second), timeout.ContextWithBudget(context.Background(), 0), "timeout: budget of timeout.ContextWithBudget must be positive, got 0s"},
+		{"zero per-call timeout", timeout.New(time.Second), timeout.ContextWithTimeout(context.Background(), 0), "timeout: the timeout of timeout.ContextWithTimeout must be positive, got 0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { contract.Refuses(t, tt.ctx, tt.give, tt.want) })
 	}
-	assert.EqualError(t, timeout.Check(0), "timeout: budget of timeout.New must be positive, got 0s")
+	assert.EqualError(t, timeout.Check(0), "timeout: the timeout of timeout.New must be positive, got 0s")
 	assert.NoError(t, timeout.Check(time.Second, timeout.WithStallTimeout(time.Minute)))
 }
 
-func TestUpgradeOutlivesBudget(t *testing.T) {
+func TestUpgradeOutlivesTimeout(t *testing.T) {
 	base, err := transport.New()
 	require.NoError(t, err)
 	defer base.CloseIdleConnections()
 	rwc := contract.Upgrade(t, timeout.New(100*time.Millisecond)(base), contract.UpgradeServer(t))
 	defer rwc.Close()
-	time.Sleep(300 * time.Millisecond) // three budgets: the upgraded stream must survive them
+	time.Sleep(300 * time.Millisecond) // three timeouts: the upgraded stream must survive them
 	_, err = rwc.Write([]byte("ping\n"))
 	require.NoError(t, err)
 	line, err := bufio.NewReader(rwc).ReadString('\n')
@@ -375,16 +375,16 @@ func TestLongRunning(t *testing.T) {
 }
 
 func TestErrorMessage(t *testing.T) {
-	e := &timeout.Error{Budget: 2 * time.Second, Elapsed: 2001 * time.Millisecond, Phase: timeout.PhaseBody, Err: io.ErrUnexpectedEOF}
-	assert.Equal(t, "timeout: request budget 2s exceeded after 2.001s reading the response body: unexpected EOF", e.Error())
+	e := &timeout.Error{Limit: 2 * time.Second, Elapsed: 2001 * time.Millisecond, Phase: timeout.PhaseBody, Err: io.ErrUnexpectedEOF}
+	assert.Equal(t, "timeout: request timeout of 2s exceeded after 2.001s reading the response body: unexpected EOF", e.Error())
 	assert.True(t, errors.Is(e, io.ErrUnexpectedEOF))
 	assert.True(t, errors.Is(e, context.DeadlineExceeded))
 	assert.False(t, errors.Is(e, context.Canceled))
 	assert.True(t, strings.HasPrefix(timeout.Phase(9).String(), "Phase("))
 }
 
-// TestObserver: a budget that runs out is reported once, with its phase,
-// before the request fails; a request within its budget reports nothing.
+// TestObserver: a timeout that runs out is reported once, with its phase,
+// before the request fails; a request within its timeout reports nothing.
 func TestObserver(t *testing.T) {
 	t.Parallel()
 	for _, s := range servers(t, func(w http.ResponseWriter, r *http.Request) {

@@ -55,16 +55,16 @@ func TestProbeTable(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	require.GreaterOrEqual(t, len(lines), 10)
 	assert.Contains(t, lines[0], "local server answering in 20ms behind a load balancer that drops flows idle over 250ms")
-	assert.Regexp(t, `^gap\s+client\s+reused\s+idle\s+latency\s+budget left\s+outcome`, lines[2])
+	assert.Regexp(t, `^gap\s+client\s+reused\s+idle\s+latency\s+time left\s+outcome`, lines[2])
 	assert.Regexp(t, `^0s\s+client-go\s+yes\s+\S+\s+\S+\s+no deadline\s+ok`, lines[3])
 	assert.Regexp(t, `^0s\s+kubewire\s+yes\s+\S+\s+\S+\s+\S+\s+ok`, lines[4])
-	// Columns: gap, client, reused, idle, latency, budget left, outcome.
+	// Columns: gap, client, reused, idle, latency, time left, outcome.
 	// Durations depend on the machine's load; what they must satisfy does
-	// not: the budget left is the 2s budget minus the latency, and an idle
+	// not: the time left is the 2s timeout minus the latency, and an idle
 	// time is at least the gap.
 	row := strings.Fields(lines[4])
 	latency, left := duration(t, row[4]), duration(t, row[5])
-	assert.InDelta(t, float64(2*time.Second), float64(latency+left), float64(time.Millisecond), "budget left = 2s - latency: %q", lines[4])
+	assert.InDelta(t, float64(2*time.Second), float64(latency+left), float64(time.Millisecond), "time left = 2s - latency: %q", lines[4])
 	assert.Regexp(t, `^500ms\s+client-go\s+yes\s+\S+\s+\S+\s+no deadline\s+re-sent`, lines[7])
 	assert.Regexp(t, `^500ms\s+kubewire\s+yes\s+\S+\s+\S+\s+\S+\s+re-sent`, lines[8])
 	for _, line := range lines[7:9] {
@@ -99,20 +99,20 @@ func TestProbeJSON(t *testing.T) {
 	code := run(context.Background(), append([]string{"probe", "-json"}, fast...), &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	var rep struct {
-		Mode, Server, Budget, Summary string
-		Rows                          []struct {
-			Client, Gap, Idle, Latency, BudgetLeft, Outcome, Error string
-			GapSeconds                                             float64
-			Reused                                                 bool
+		Mode, Server, Timeout, Summary string
+		Rows                           []struct {
+			Client, Gap, Idle, Latency, TimeLeft, Outcome, Error string
+			GapSeconds                                           float64
+			Reused                                               bool
 		}
 	}
 	require.NoError(t, json.Unmarshal([]byte(out.String()), &rep), out.String())
 	require.Len(t, rep.Rows, 6)
-	assert.Equal(t, "2s", rep.Budget)
+	assert.Equal(t, "2s", rep.Timeout)
 	assert.Equal(t, "client-go", rep.Rows[0].Client)
-	assert.Empty(t, rep.Rows[0].BudgetLeft, "stock client-go has no deadline")
+	assert.Empty(t, rep.Rows[0].TimeLeft, "stock client-go has no deadline")
 	assert.Equal(t, "kubewire", rep.Rows[1].Client)
-	assert.NotEmpty(t, rep.Rows[1].BudgetLeft)
+	assert.NotEmpty(t, rep.Rows[1].TimeLeft)
 	assert.Equal(t, 0.5, rep.Rows[4].GapSeconds)
 	assert.Equal(t, "re-sent", rep.Rows[4].Outcome)
 	assert.NotEmpty(t, rep.Summary)

@@ -36,8 +36,9 @@ type row struct {
 	Reused     bool    `json:"reused"`
 	Idle       string  `json:"idle"`
 	Latency    string  `json:"latency"`
-	// BudgetLeft is empty when the client has no deadline.
-	BudgetLeft string `json:"budgetLeft,omitempty"`
+	// TimeLeft is what kubewire's timeout had left; empty when the client
+	// has no deadline.
+	TimeLeft string `json:"timeLeft,omitempty"`
 	// Outcome is "ok", "re-sent" (net/http re-sent it after a failure on a
 	// reused connection) or "error".
 	Outcome string `json:"outcome"`
@@ -49,7 +50,7 @@ type row struct {
 type report struct {
 	Mode    string `json:"mode"`
 	Server  string `json:"server"`
-	Budget  string `json:"budget"`
+	Timeout string `json:"timeout"`
 	Rows    []row  `json:"rows"`
 	Summary string `json:"summary"`
 }
@@ -85,7 +86,7 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a cluster to probe (default: $KUBECONFIG; with neither, a built-in local server)")
 	kcontext := fs.String("context", "", "kubeconfig context")
-	budget := fs.Duration("timeout", 2*time.Second, "kubewire's per-request budget, and the longest either client may wait for one answer")
+	timeout := fs.Duration("timeout", 2*time.Second, "kubewire's per-request timeout, and the longest either client may wait for one answer")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	latency := fs.Duration("latency", 300*time.Millisecond, "local server only: how long it takes to answer")
 	lbIdle := fs.Duration("lb-idle", time.Second, "local server only: a load balancer in front of it drops flows idle longer than this")
@@ -110,15 +111,15 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kubewire probe: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if *budget <= 0 {
-		fmt.Fprintf(stderr, "kubewire probe: -timeout must be positive, got %v\n", *budget)
+	if *timeout <= 0 {
+		fmt.Fprintf(stderr, "kubewire probe: -timeout must be positive, got %v\n", *timeout)
 		return 2
 	}
 	if *kubeconfig == "" {
 		*kubeconfig = os.Getenv("KUBECONFIG")
 	}
 
-	rep := report{Budget: budget.String()}
+	rep := report{Timeout: timeout.String()}
 	var cfg *rest.Config
 	if *kubeconfig == "" {
 		if *latency < 0 || *lbIdle <= 0 {
@@ -159,9 +160,9 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bare, err := newProber("client-go", cfg, 0)
 	if err == nil {
 		var kw *prober
-		kw, err = newProber("kubewire", cfg, *budget)
+		kw, err = newProber("kubewire", cfg, *timeout)
 		if err == nil {
-			err = sweep(ctx, &rep, []*prober{bare, kw}, gaps, *budget, stderr)
+			err = sweep(ctx, &rep, []*prober{bare, kw}, gaps, *timeout, stderr)
 		}
 	}
 	if ctx.Err() != nil {
@@ -249,9 +250,9 @@ func (s *localServer) Close() {
 
 // prober is one client under test, with its own connection pool.
 type prober struct {
-	name   string
-	cs     kubernetes.Interface
-	budget time.Duration
+	name    string
+	cs      kubernetes.Interface
+	timeout time.Duration
 
 	// stack is set for the client through kubewire's stack.
 	stack bool
@@ -260,9 +261,9 @@ type prober struct {
 	attempts []pooltrace.Attempt
 }
 
-// newProber builds a client from cfg: stock client-go when budget is zero,
-// kubewire with that budget otherwise.
-func newProber(name string, cfg *rest.Config, budget time.Duration) (*prober, error) {
+// newProber builds a client from cfg: stock client-go when timeout is
+// zero, kubewire with that timeout otherwise.
+func newProber(name string, cfg *rest.Config, timeout time.Duration) (*prober, error) {
 	p := &prober{name: name}
 	c := rest.CopyConfig(cfg)
 	// A dialer of its own keeps client-go from sharing one cached
@@ -273,18 +274,18 @@ func newProber(name string, cfg *rest.Config, budget time.Duration) (*prober, er
 		p.attempts = append(p.attempts, a)
 		p.mu.Unlock()
 	}
-	if budget == 0 {
+	if timeout == 0 {
 		// pooltrace only observes: the stock client keeps its transport.
 		// Its waits are bounded through the context (see measure).
 		c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			return pooltrace.New(pooltrace.WithObserver(observe))(rt)
 		})
-		p.budget = c.Timeout
+		p.timeout = c.Timeout
 	} else {
-		if err := kubeadapter.Apply(c, kubeadapter.WithTimeout(budget), kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: observe})); err != nil {
+		if err := kubeadapter.Apply(c, kubeadapter.WithTimeout(timeout), kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: observe})); err != nil {
 			return nil, err
 		}
-		p.budget, p.stack = budget, true
+		p.timeout, p.stack = timeout, true
 	}
 	cs, err := kubernetes.NewForConfig(c)
 	if err != nil {
@@ -319,7 +320,7 @@ func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, er
 	p.mu.Unlock()
 	listLimit, listTimeout := limit, timeout
 	if p.stack {
-		listLimit = retryRoom(p.budget)
+		listLimit = retryRoom(p.timeout)
 		listTimeout = fmt.Sprintf("%v, kubewire's %d attempts of the %v -timeout", listLimit, retry.DefaultMaxAttempts, limit)
 	}
 	start := time.Now()
@@ -332,8 +333,8 @@ func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, er
 		return r, ctx.Err()
 	}
 	r.Latency = elapsed.Round(time.Millisecond).String()
-	if p.budget > 0 {
-		r.BudgetLeft = (p.budget - elapsed).Round(time.Millisecond).String()
+	if p.timeout > 0 {
+		r.TimeLeft = (p.timeout - elapsed).Round(time.Millisecond).String()
 	}
 	p.mu.Lock()
 	attempts := p.attempts
@@ -375,10 +376,10 @@ func within(ctx context.Context, limit time.Duration, what string, req func(cont
 }
 
 // retryRoom is the longest the kubewire stack's retry loop can take with
-// the default retry options and a per-attempt budget: every attempt's
-// budget and the longest backoff before each retry.
-func retryRoom(budget time.Duration) time.Duration {
-	d := time.Duration(retry.DefaultMaxAttempts) * budget
+// the default retry options and a per-attempt timeout: every attempt's
+// timeout and the longest backoff before each retry.
+func retryRoom(timeout time.Duration) time.Duration {
+	d := time.Duration(retry.DefaultMaxAttempts) * timeout
 	for n := 1; n < retry.DefaultMaxAttempts; n++ {
 		d += min(retry.DefaultBackoffMax, retry.DefaultBackoffBase<<(n-1))
 	}
@@ -433,7 +434,7 @@ func summarize(rows []row) string {
 	case firstBad >= 0:
 		return fmt.Sprintf("Every reused pooled connection failed, the shortest idle for %v: connections do not survive being idle here. Keep the clients' idle-connection timeout below that: kubeadapter.Apply(cfg, kubeadapter.WithIdleConnTimeout(%v)) for a client-go config, and give writes that are safe to repeat retry.ContextWithIdempotent.", firstBad.Round(time.Millisecond), safeIdle(0, firstBad))
 	case lastGood >= 0:
-		return fmt.Sprintf("Pooled connections idle for up to %v were reused without failure. Nothing here drops idle connections within the gaps probed; probe longer gaps (-gaps) to find the limit of your load balancer. The budget-left column is the time each kubewire request had to spare.", lastGood.Round(time.Millisecond))
+		return fmt.Sprintf("Pooled connections idle for up to %v were reused without failure. Nothing here drops idle connections within the gaps probed; probe longer gaps (-gaps) to find the limit of your load balancer. The time-left column is the time each kubewire request had to spare.", lastGood.Round(time.Millisecond))
 	}
 	return "No connection was reused, so nothing can be said about idle limits; probe longer gaps (-gaps)."
 }
@@ -454,11 +455,11 @@ func safeIdle(lastGood, firstBad time.Duration) time.Duration {
 }
 
 func printReport(w io.Writer, rep report) {
-	fmt.Fprintf(w, "probe of %s (%s), kubewire budget %s\n\n", rep.Server, rep.Mode, rep.Budget)
+	fmt.Fprintf(w, "probe of %s (%s), kubewire timeout %s\n\n", rep.Server, rep.Mode, rep.Timeout)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "gap\tclient\treused\tidle\tlatency\tbudget left\toutcome\t")
+	fmt.Fprintln(tw, "gap\tclient\treused\tidle\tlatency\ttime left\toutcome\t")
 	for _, r := range rep.Rows {
-		reused, idle, left := "no", "-", r.BudgetLeft
+		reused, idle, left := "no", "-", r.TimeLeft
 		if r.Reused {
 			reused, idle = "yes", r.Idle
 		}

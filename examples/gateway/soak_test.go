@@ -66,8 +66,8 @@ func TestSoakCatchesDuplicates(t *testing.T) {
 	}
 }
 
-// soakGateway builds the gateway as main does, with the budgets a
-// gateway facing these faults would choose: a 5s budget per attempt
+// soakGateway builds the gateway as main does, with the timeouts a
+// gateway facing these faults would choose: a 5s timeout per attempt
 // instead of 30s, and an HTTP/2 health check that finds a dead connection
 // in about 4s instead of 45s. wrap goes under the kubewire stack.
 func soakGateway(wrap ...func(http.RoundTripper) http.RoundTripper) soak.Gateway {

@@ -1,11 +1,11 @@
 // Command repro reproduces, on loopback and without a cluster, the failure
 // of a read timeout that lives on a pooled connection, and shows kubewire's
-// per-request budget fixing it.
+// per-request timeout fixing it.
 //
 // A local server answers every request in 300ms. Client A gives its
 // connections a 2s read timeout the common Go way (a dialer whose conn sets
 // a read deadline at the start of each Read). Client B uses the kubewire
-// stack with a 2s budget per request. For each idle gap, each client sends a
+// stack with a 2s timeout per request. For each idle gap, each client sends a
 // request, leaves its connection idle for the gap, then sends a GET or a
 // PATCH. The table shows the outcome and how many times the server executed
 // each request. The exit status is 0 when the table came out as the field
@@ -29,29 +29,29 @@ import (
 )
 
 func main() {
-	budget := flag.Duration("budget", 2*time.Second, "client A's read timeout and client B's request budget")
+	timeout := flag.Duration("timeout", 2*time.Second, "client A's read timeout and client B's request timeout")
 	latency := flag.Duration("latency", 300*time.Millisecond, "server latency")
 	flag.Parse()
-	if *budget <= 0 || *latency <= 0 || *latency >= *budget {
-		fmt.Fprintf(os.Stderr, "repro: need 0 < -latency < -budget, got -latency=%v -budget=%v\n", *latency, *budget)
+	if *timeout <= 0 || *latency <= 0 || *latency >= *timeout {
+		fmt.Fprintf(os.Stderr, "repro: need 0 < -latency < -timeout, got -latency=%v -timeout=%v\n", *latency, *timeout)
 		os.Exit(2)
 	}
-	os.Exit(run(os.Stdout, *budget, *latency))
+	os.Exit(run(os.Stdout, *timeout, *latency))
 }
 
-func run(w io.Writer, budget, latency time.Duration) int {
-	// Gaps stay 100ms or more away from the point where the budget left
+func run(w io.Writer, timeout, latency time.Duration) int {
+	// Gaps stay 100ms or more away from the point where the time left
 	// after the gap equals the latency, so scheduling noise cannot flip them.
-	edge := budget - latency
-	gaps := []time.Duration{0, budget / 4, budget / 2, edge - 300*time.Millisecond, edge + 100*time.Millisecond, edge + 200*time.Millisecond}
-	fmt.Fprintf(w, "server latency %v; client A: %v read timeout on the connection; client B: kubewire, %v budget per request\n", latency, budget, budget)
+	edge := timeout - latency
+	gaps := []time.Duration{0, timeout / 4, timeout / 2, edge - 300*time.Millisecond, edge + 100*time.Millisecond, edge + 200*time.Millisecond}
+	fmt.Fprintf(w, "server latency %v; client A: %v read timeout on the connection; client B: kubewire, %v timeout per request\n", latency, timeout, timeout)
 	fmt.Fprintf(w, "(xN: times the server executed the request)\n")
 	ok := true
 	var examples []string
 	for _, h2 := range []bool{false, true} {
-		cfg := repro.Config{Budget: budget, Latency: latency, HTTP2: h2, Log: logr.Discard()}
+		cfg := repro.Config{Timeout: timeout, Latency: latency, HTTP2: h2, Log: logr.Discard()}
 		for _, g := range gaps {
-			if g >= 0 && g < budget {
+			if g >= 0 && g < timeout {
 				cfg.Gaps = append(cfg.Gaps, g)
 			}
 		}

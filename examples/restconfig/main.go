@@ -30,7 +30,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("restconfig", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, then ~/.kube/config)")
-	budget := fs.Duration("timeout", 10*time.Second, "per-request budget")
+	timeout := fs.Duration("timeout", 10*time.Second, "per-request timeout")
 	verbose := fs.Bool("v", false, "log every request attempt with its connection facts")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	// The one call: per-request deadlines, connection facts in logs and
 	// errors, safe retries of transport errors.
-	if err := kubeadapter.Apply(cfg, kubeadapter.WithTimeout(*budget), kubeadapter.WithLogger(log)); err != nil {
+	if err := kubeadapter.Apply(cfg, kubeadapter.WithTimeout(*timeout), kubeadapter.WithLogger(log)); err != nil {
 		fmt.Fprintf(stderr, "restconfig: %v\n", err)
 		return 2
 	}
@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			fmt.Fprintf(stderr, "restconfig: the API server did not answer within %v: %v\n", *budget, err)
+			fmt.Fprintf(stderr, "restconfig: the API server did not answer within %v: %v\n", *timeout, err)
 			return 1
 		}
 		fmt.Fprintf(stderr, "restconfig: %v\n", err)

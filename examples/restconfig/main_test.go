@@ -38,7 +38,7 @@ func TestRunErrors(t *testing.T) {
 		want string
 	}{
 		{"bad flag", []string{"-nope"}, 2, "flag provided but not defined: -nope"},
-		{"bad budget", []string{"-kubeconfig", "testdata/unreachable.yaml", "-timeout", "0s"}, 2, "kubeadapter: WithTimeout must be positive, got 0s"},
+		{"bad timeout", []string{"-kubeconfig", "testdata/unreachable.yaml", "-timeout", "0s"}, 2, "kubeadapter: WithTimeout must be positive, got 0s"},
 		{"missing kubeconfig", []string{"-kubeconfig", "testdata/none.yaml"}, 1, "restconfig: loading kubeconfig:"},
 		{"unreachable", []string{"-kubeconfig", "testdata/unreachable.yaml", "-timeout", "2s"}, 1, "connection refused"},
 	}

@@ -128,7 +128,7 @@ func NaiveClient(s *Server, d time.Duration, log logr.Logger) (http.RoundTripper
 
 // KubewireClient returns client B: the same pooled base transport, with no
 // deadline on the connection, under the kubewire stack with a per-request
-// budget of d.
+// timeout of d.
 func KubewireClient(s *Server, d time.Duration, log logr.Logger) (http.RoundTripper, error) {
 	base, err := transport.New(transport.WithTLSConfig(s.TLSConfig()))
 	if err != nil {
@@ -219,8 +219,9 @@ func send(ctx context.Context, s *Server, rt http.RoundTripper, method, id strin
 
 // Config describes a sweep.
 type Config struct {
-	// Budget is both client A's read timeout and client B's request budget.
-	Budget  time.Duration
+	// Timeout is both client A's read timeout and client B's request
+	// timeout.
+	Timeout time.Duration
 	Latency time.Duration
 	Gaps    []time.Duration
 	HTTP2   bool
@@ -248,9 +249,9 @@ func Sweep(ctx context.Context, cfg Config) ([]Result, error) {
 				var rt http.RoundTripper
 				var err error
 				if client == "A" {
-					rt, err = NaiveClient(s, cfg.Budget, cfg.Log)
+					rt, err = NaiveClient(s, cfg.Timeout, cfg.Log)
 				} else {
-					rt, err = KubewireClient(s, cfg.Budget, cfg.Log)
+					rt, err = KubewireClient(s, cfg.Timeout, cfg.Log)
 				}
 				if err != nil {
 					return nil, err
@@ -278,7 +279,7 @@ func Sweep(ctx context.Context, cfg Config) ([]Result, error) {
 // idle time measured, not the gap asked for, which a loaded machine
 // overshoots.
 func Starved(cfg Config, r Result) bool {
-	return r.Client == "A" && r.Reused && r.Idle < cfg.Budget && cfg.Budget-r.Idle < cfg.Latency
+	return r.Client == "A" && r.Reused && r.Idle < cfg.Timeout && cfg.Timeout-r.Idle < cfg.Latency
 }
 
 // expired reports whether client A's pooled connection had outlived its
@@ -286,7 +287,7 @@ func Starved(cfg Config, r Result) bool {
 // it was handed over, and whether the request failed there or went out on
 // a new connection is a race inside net/http, not the bug the sweep shows.
 func expired(cfg Config, r Result) bool {
-	return r.Client == "A" && r.Reused && r.Idle >= cfg.Budget
+	return r.Client == "A" && r.Reused && r.Idle >= cfg.Timeout
 }
 
 // Expect says what the field report predicts for r: client A fails when it

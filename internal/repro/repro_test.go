@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 
 // TestIdleConnectionReadTimeout is the field report's regression test: a
 // read timeout on the connection fails requests sent on a connection that
-// sat idle for nearly the timeout (client A); kubewire's per-request budget
+// sat idle for nearly the timeout (client A); kubewire's per-request timeout
 // of the same length does not (client B).
 func TestIdleConnectionReadTimeout(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
@@ -32,7 +32,7 @@ func TestIdleConnectionReadTimeout(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			cfg := repro.Config{
-				Budget:  2 * time.Second,
+				Timeout: 2 * time.Second,
 				Latency: 300 * time.Millisecond,
 				// The edge is at 1.7s: the last gap that leaves client A
 				// enough time is 1.4s, the first that does not is 1.8s.
@@ -71,7 +71,7 @@ func TestIdleConnectionReadTimeout(t *testing.T) {
 }
 
 func TestExpectRejectsWrongOutcome(t *testing.T) {
-	cfg := repro.Config{Budget: 2 * time.Second, Latency: 300 * time.Millisecond}
+	cfg := repro.Config{Timeout: 2 * time.Second, Latency: 300 * time.Millisecond}
 	tests := []struct {
 		name string
 		give repro.Result

@@ -1,0 +1,45 @@
+// Package stack is the one place the order of kubewire's middleware is
+// written. kubeadapter and metrics build their stacks with [New]; the
+// README and the package docs only describe it.
+//
+// The stack is, outermost first (as in transport.Chain), retry, then
+// pooltrace, then timeout, right above the base transport:
+//
+//   - retry is outermost so that every attempt it makes goes through
+//     pooltrace and timeout: each attempt is traced on the connection it
+//     got, and gets a deadline of its own. The caller's context deadline
+//     bounds the whole call, attempts and backoff together.
+//   - pooltrace is below retry and above timeout. Below retry, its error
+//     tells retry which connection an attempt failed on, so retry adds no
+//     trace hook of its own. Above timeout, it wraps timeout's error, so a
+//     timeout that ran out says which connection it died on.
+//   - timeout is innermost, so the deadline starts when the attempt is
+//     handed to the transport and nothing above it (a backoff, an earlier
+//     attempt) counts against it.
+package stack
+
+import (
+	"time"
+
+	"github.com/kubewire/kubewire/pooltrace"
+	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/transport"
+)
+
+// Options are the options of each layer of the stack.
+type Options struct {
+	Retry     []retry.Option
+	Pooltrace []pooltrace.Option
+	Timeout   []timeout.Option
+}
+
+// New returns the stack: retry.New(o.Retry...) over
+// pooltrace.New(o.Pooltrace...) over timeout.New(d, o.Timeout...).
+func New(d time.Duration, o Options) transport.Middleware {
+	return transport.Chain(
+		retry.New(o.Retry...),
+		pooltrace.New(o.Pooltrace...),
+		timeout.New(d, o.Timeout...),
+	)
+}

@@ -1,0 +1,103 @@
+package stack_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kubewire/kubewire/internal/contract"
+	"github.com/kubewire/kubewire/internal/stack"
+	"github.com/kubewire/kubewire/pooltrace"
+	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/transport"
+)
+
+func TestContract(t *testing.T) {
+	contract.Run(t, stack.New(30*time.Second, stack.Options{}))
+}
+
+// TestOrder walks the stack from the outside in.
+func TestOrder(t *testing.T) {
+	base := &http.Transport{}
+	rt := stack.New(time.Second, stack.Options{})(base)
+	var pkgs []string
+	for {
+		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
+		if !ok {
+			break
+		}
+		pkgs = append(pkgs, reflect.TypeOf(rt).Elem().PkgPath())
+		rt = w.WrappedRoundTripper()
+	}
+	assert.Equal(t, []string{
+		"github.com/kubewire/kubewire/retry",
+		"github.com/kubewire/kubewire/pooltrace",
+		"github.com/kubewire/kubewire/timeout",
+	}, pkgs)
+	assert.Same(t, base, rt)
+}
+
+// TestEachAttemptItsOwnTimeout: the server holds the first GET past the
+// timeout and answers the second at once. The first attempt runs out of
+// its own timeout, on a connection pooltrace names; retry sends the second,
+// which gets a whole timeout again, is traced again, and succeeds.
+func TestEachAttemptItsOwnTimeout(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			<-r.Context().Done()
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+
+	var mu sync.Mutex
+	var attempts []pooltrace.Attempt
+	var exceeded []timeout.Exceeded
+	const limit = 200 * time.Millisecond
+	base, err := transport.New()
+	require.NoError(t, err)
+	defer base.CloseIdleConnections()
+	rt := stack.New(limit, stack.Options{
+		Retry: []retry.Option{retry.WithBackoff(func(int) time.Duration { return 0 })},
+		Pooltrace: []pooltrace.Option{pooltrace.WithObserver(func(a pooltrace.Attempt) {
+			mu.Lock()
+			attempts = append(attempts, a)
+			mu.Unlock()
+		})},
+		Timeout: []timeout.Option{timeout.WithObserver(func(e timeout.Exceeded) {
+			mu.Lock()
+			exceeded = append(exceeded, e)
+			mu.Unlock()
+		})},
+	})(base)
+
+	start := time.Now()
+	resp, err := (&http.Client{Transport: rt}).Get(srv.URL)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, "ok", string(b))
+	assert.GreaterOrEqual(t, time.Since(start), limit, "the first attempt waited out its timeout")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, exceeded, 1, "only the first attempt ran out")
+	assert.Equal(t, limit, exceeded[0].Limit)
+	require.Len(t, attempts, 2, "pooltrace traced each attempt")
+	var te *timeout.Error
+	require.ErrorAs(t, attempts[0].Err, &te, "pooltrace saw the first attempt's timeout")
+	assert.NoError(t, attempts[1].Err)
+	assert.EqualValues(t, 2, calls.Load())
+}
