@@ -2,7 +2,6 @@ package kubeadapter
 
 import (
 	"net/http"
-	"reflect"
 	"strconv"
 
 	clientgometrics "k8s.io/client-go/tools/metrics"
@@ -60,22 +59,12 @@ func WithObserver(o Observer) Option {
 			c.fail("WithObserver must not be nil")
 			return
 		}
-		if v := reflect.ValueOf(o); isNil(v) {
-			c.fail("WithObserver must not be nil, got a nil %s", v.Type())
+		if hooks.IsNil(o) {
+			c.fail("WithObserver must not be nil, got a nil %T", o)
 			return
 		}
 		c.observers = append(c.observers, o)
 	})
-}
-
-// isNil reports whether v holds a nil pointer, map, slice, func, channel
-// or interface: a typed nil, which a nil check of the interface misses.
-func isNil(v reflect.Value) bool {
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return v.IsNil()
-	}
-	return false
 }
 
 // each returns a function that calls method of every observer in os, in

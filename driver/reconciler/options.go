@@ -143,8 +143,11 @@ func WithWriteLimit(qps float64, burst int) Option {
 // Default: none.
 func WithObserver(o Observer) Option {
 	return optionFunc(func(c *config) error {
-		if hooks.IsNil(o) {
+		if o == nil {
 			return errors.New("reconciler: WithObserver must not be nil")
+		}
+		if hooks.IsNil(o) {
+			return fmt.Errorf("reconciler: WithObserver must not be nil, got a nil %T", o)
 		}
 		c.observers = append(c.observers, o)
 		return nil
@@ -157,8 +160,11 @@ func WithObserver(o Observer) Option {
 // one, as controller-runtime does. Must not be nil.
 func WithQueueMetrics(p workqueue.MetricsProvider) Option {
 	return optionFunc(func(c *config) error {
-		if hooks.IsNil(p) {
+		if p == nil {
 			return errors.New("reconciler: WithQueueMetrics must not be nil")
+		}
+		if hooks.IsNil(p) {
+			return fmt.Errorf("reconciler: WithQueueMetrics must not be nil, got a nil %T", p)
 		}
 		c.queue = p
 		return nil
