@@ -210,14 +210,19 @@ func TestLeaderElection(t *testing.T) {
 
 	names := admitted(t, r, plain, "sb", 4)
 	waitFor(t, plain, r.NS, names, "admitted", bootstrapDone)
+	// The bootstrap clears race agent-sandbox's controller, whose status
+	// writes can make the API server refuse one (409) and the leader
+	// decide again; the fence change races nothing but the leader itself.
+	leader.counter.Settled(t)
+	leader.counter.Reset()
+	leader.counter.Refused()
 	moveFence(t, r)
 	waitFor(t, plain, r.NS, names, "suspended", suspended)
 	assert.False(t, follower.rec.Leading())
 	leader.counter.Settled(t)
 	sent := leader.counter.Reset()
 	for _, name := range names {
-		assert.GreaterOrEqual(t, sent[name], 1, "the leader acted on %s", name)
-		assert.LessOrEqual(t, sent[name], 2, "%s: a bootstrap clear and a suspension at most", name)
+		assert.Equal(t, 1, sent[name], "the leader sent one suspension PATCH to %s", name)
 	}
 	assert.Zero(t, leader.counter.Refused(), "no PATCH refused with 409")
 	assert.Equal(t, map[string]int{"(any other write)": 0}, follower.counter.Reset(), "the follower writes nothing")
