@@ -22,7 +22,8 @@
 // API server said so.
 //
 // [Reconciler.Pass] is one sweep that reads from the API server, for a
-// program that reconciles once; it refuses while Run runs.
+// program that reconciles once. One reconciler runs one Run or Pass at a
+// time: another fails with [ErrBusy].
 //
 // With [WithLeaderElection] several replicas share the work through a
 // coordination.k8s.io/v1 Lease: all keep warm caches, only the leader

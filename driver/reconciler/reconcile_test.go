@@ -307,3 +307,63 @@ func TestJitter(t *testing.T) {
 	assert.Less(t, lo, 8500*time.Millisecond, "waits spread down to period*(1-jitter)")
 	assert.Greater(t, hi, 11500*time.Millisecond, "waits spread up to period*(1+jitter)")
 }
+
+// TestOneWriter: while a Run or a Pass is under way, another Run or Pass
+// of the same reconciler is refused, and once it ends the next one goes.
+func TestOneWriter(t *testing.T) {
+	a := drivertest.StaleFixture(t, "v1beta1", true)
+	// hold holds the first request whose path contains part until the
+	// returned channel is closed, and closes held when it arrives.
+	hold := func(part string) (held, release chan struct{}) {
+		held, release = make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		a.Mu.Lock()
+		a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
+			if strings.Contains(r.URL.Path, part) {
+				once.Do(func() {
+					close(held)
+					<-release
+				})
+			}
+			return false
+		}
+		a.Mu.Unlock()
+		return held, release
+	}
+	rec := newReconciler(t, drivertest.NewDriver(t, a, nil))
+	// refusedRun is a Run that must be refused at once; one that is not
+	// ends with the deadline instead.
+	refusedRun := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return rec.Run(ctx)
+	}
+
+	// Run's first request is its probe of the served version.
+	held, release := hold("/apis/agents.x-k8s.io/")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	<-held
+	_, err := rec.Pass(context.Background())
+	assert.ErrorIs(t, err, reconciler.ErrBusy, "a Pass beside a Run")
+	assert.ErrorIs(t, refusedRun(), reconciler.ErrBusy, "a second Run")
+	cancel()
+	close(release)
+	assert.ErrorIs(t, <-done, context.Canceled)
+
+	held, release = hold("networkpolicies")
+	passed := make(chan error, 1)
+	go func() {
+		_, err := rec.Pass(context.Background())
+		passed <- err
+	}()
+	<-held
+	_, err = rec.Pass(context.Background())
+	assert.ErrorIs(t, err, reconciler.ErrBusy, "a second Pass beside the first")
+	assert.ErrorIs(t, refusedRun(), reconciler.ErrBusy, "a Run beside a Pass")
+	close(release)
+	require.NoError(t, <-passed)
+	_, err = rec.Pass(context.Background())
+	assert.NoError(t, err, "the Pass has ended")
+}

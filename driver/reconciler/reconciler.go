@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,31 +53,36 @@ type ActionEvent struct {
 }
 
 // Reconciler converges a driver's sandboxes with their namespaces'
-// fences. Construct it with [New]. [Reconciler.Run] is the event-driven
-// controller; [Reconciler.Pass] is one sweep from the API server, for a
-// program that runs once. It is safe for concurrent use.
+// fences. Construct it with [New]; the zero value is not usable.
+// [Reconciler.Run] is the event-driven controller; [Reconciler.Pass] is one
+// sweep from the API server, for a program that runs once. Its methods are
+// safe for concurrent use; a Run or Pass started while another is under way
+// fails with [ErrBusy].
 type Reconciler struct {
-	driver   *driver.Driver
-	core     core
-	period   time.Duration
-	jitter   float64
-	grace    time.Duration
-	workers  int
-	limiter  *rate.Limiter
-	election *LeaderElection
-	observer observers
-	metrics  workqueue.MetricsProvider
-	log      logr.Logger
+	driver    *driver.Driver
+	core      core
+	period    time.Duration
+	jitter    float64
+	grace     time.Duration
+	workers   int
+	limiter   *rate.Limiter
+	election  *LeaderElection
+	observers observers
+	metrics   workqueue.MetricsProvider
+	log       logr.Logger
 
 	mu sync.Mutex
-	// running is set while Run runs; synced once its caches have synced.
-	running, synced bool
+	// busy is set while a Run or a Pass is under way: only one writes.
+	busy bool
+	// synced is set once Run's caches have synced.
+	synced bool
 	// leading is set while Run's workers run.
 	leading bool
-	// written records, per sandbox, the resourceVersion a write was based
-	// on, until the cache shows a newer one: a cache that has not caught
-	// up with our own write is not decided from again.
-	written map[types.NamespacedName]string
+	// written records, per sandbox, the resourceVersions that predate our
+	// last write (the one it was decided from, and any read again after a
+	// conflict), until the cache shows another: a cache that has not
+	// caught up with our own write is not decided from again.
+	written map[types.NamespacedName][]string
 }
 
 // New returns a reconciler for d's sandboxes. It starts nothing;
@@ -101,8 +107,8 @@ func New(d *driver.Driver, opts ...Option) (*Reconciler, error) {
 	r := &Reconciler{
 		driver: d, core: cr, period: c.period, jitter: c.jitter, grace: c.grace, workers: c.workers,
 		limiter: rate.NewLimiter(rate.Limit(c.writeQPS), c.writeBurst), election: c.election,
-		observer: c.observers, metrics: c.queue, log: cr.Logger(),
-		written: map[types.NamespacedName]string{},
+		observers: c.observers, metrics: c.queueMetrics, log: cr.Logger(),
+		written: map[types.NamespacedName][]string{},
 	}
 	if c.log != nil {
 		r.log = *c.log
@@ -110,7 +116,7 @@ func New(d *driver.Driver, opts ...Option) (*Reconciler, error) {
 	return r, nil
 }
 
-// observers is every observer of os, in order.
+// observers calls each of its observers in turn.
 type observers []Observer
 
 func (os observers) ObservePass(s PassStats) {
@@ -131,24 +137,40 @@ func (r *Reconciler) next() time.Duration {
 	return time.Duration(float64(r.period) * f)
 }
 
-// ErrRunning is the error of a [Reconciler.Pass] while [Reconciler.Run]
-// runs: Run's workers are the one write path, and its resync is the sweep.
-var ErrRunning = errors.New("reconciler: Pass: Run is running; its resync sweeps the cache through the workers")
+// ErrBusy is the error of a [Reconciler.Run] or [Reconciler.Pass] started
+// while another Run or Pass of the same reconciler is under way: one
+// writer at a time, so that no sandbox is decided twice at once.
+var ErrBusy = errors.New("reconciler: a Run or a Pass is under way; only one writes at a time")
+
+// claim takes the writer's slot; unclaim gives it back.
+func (r *Reconciler) claim() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.busy {
+		return ErrBusy
+	}
+	r.busy = true
+	return nil
+}
+
+func (r *Reconciler) unclaim() {
+	r.mu.Lock()
+	r.busy, r.synced = false, false
+	r.mu.Unlock()
+}
 
 // Pass runs one full sweep from the API server: for each namespace it
 // reads the fence and lists the sandboxes (paginated), decides for each
 // sandbox with [Decide] and carries the actions out. It is for a program
-// that reconciles once; while Run runs it fails with [ErrRunning]. A
-// namespace whose fence or sandboxes cannot be read is skipped: nothing
-// is decided from unknown state. The error joins every failure of the
-// pass; the stats count them.
+// that reconciles once; while a Run or another Pass is under way it fails
+// with [ErrBusy]. A namespace whose fence or sandboxes cannot be read is
+// skipped: nothing is decided from unknown state. The error joins every
+// failure of the pass; the stats count them.
 func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
-	r.mu.Lock()
-	running := r.running
-	r.mu.Unlock()
-	if running {
-		return PassStats{}, ErrRunning
+	if err := r.claim(); err != nil {
+		return PassStats{}, err
 	}
+	defer r.unclaim()
 	start := time.Now()
 	var stats PassStats
 	var errs []error
@@ -179,7 +201,7 @@ func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 		}
 	}
 	stats.Duration = time.Since(start)
-	r.observer.ObservePass(stats)
+	r.observers.ObservePass(stats)
 	r.log.V(1).Info("reconcile pass", "seen", stats.Seen, "actions", stats.Actions, "warnings", stats.Warnings, "errors", stats.Errors, "duration", stats.Duration)
 	return stats, errors.Join(errs...)
 }
@@ -211,8 +233,8 @@ func (r *Reconciler) readFence(ctx context.Context, ns, name string) (LiveFence,
 func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *driver.Sandbox, live LiveFence, now time.Time) (Action, error) {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	r.mu.Lock()
-	rv, wrote := r.written[key]
-	if wrote && rv != s.ResourceVersion {
+	before, wrote := r.written[key]
+	if wrote && !slices.Contains(before, s.ResourceVersion) {
 		delete(r.written, key)
 		wrote = false
 	}
@@ -233,22 +255,22 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *driver.Sandbox,
 	if err := r.limiter.Wait(ctx); err != nil {
 		return a, r.core.Error("reconcile", s.Namespace, s.Name, err)
 	}
-	done, err := r.act(ctx, s, live, now, a)
+	before, err = r.act(ctx, s, live, now, a)
 	if err != nil {
 		return a, err
 	}
 	fenced := q.settle(key)
-	if !done {
+	if before == nil {
 		return Action{}, nil
 	}
 	r.mu.Lock()
-	r.written[key] = s.ResourceVersion
+	r.written[key] = before
 	r.mu.Unlock()
 	ev := ActionEvent{Type: a.Type, Warn: a.Warn}
 	if a.Type == ActionSuspend && !fenced.IsZero() {
 		ev.SinceFence = time.Since(fenced)
 	}
-	r.observer.ObserveAction(ev)
+	r.observers.ObserveAction(ev)
 	return a, nil
 }
 
@@ -269,24 +291,26 @@ func (r *Reconciler) decide(ctx context.Context, s driver.Sandbox, live LiveFenc
 	return fresh, Decide(s, fresh, now, r.grace), nil
 }
 
-// failed reports a failure to the observers.
 func (r *Reconciler) failed(t ActionType, err error) {
-	r.observer.ObserveAction(ActionEvent{Type: t, Err: err})
+	r.observers.ObserveAction(ActionEvent{Type: t, Err: err})
 }
 
 // act carries out a on s. It patches from the state it was given; on
 // conflict the object is read again and the decision made again, so a
-// sandbox that converged meanwhile is left alone. It reports whether a
-// patch was sent.
-func (r *Reconciler) act(ctx context.Context, s *driver.Sandbox, live LiveFence, now time.Time, a Action) (bool, error) {
+// sandbox that converged meanwhile is left alone. When a patch was
+// applied it returns the resourceVersions that predate it; nil when none
+// was.
+func (r *Reconciler) act(ctx context.Context, s *driver.Sandbox, live LiveFence, now time.Time, a Action) ([]string, error) {
 	// The patches are guarded by resourceVersion: a re-sent copy fails
 	// with 409 and is decided again, so they are safe to retry.
 	ctx = retry.ContextWithIdempotent(ctx)
 	var patched bool
 	var fenceErr error
+	var before []string
 	first := true
 	out, err := r.core.Patch(ctx, s, func(cur driver.Sandbox) internal.Change {
 		patched = false
+		before = append(before, cur.ResourceVersion)
 		decided := a
 		if !first {
 			// cur was read again after a conflict: decide again, with the
@@ -313,15 +337,18 @@ func (r *Reconciler) act(ctx context.Context, s *driver.Sandbox, live LiveFence,
 		err = fenceErr
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	if patched && a.Warn {
+	if !patched {
+		return nil, nil
+	}
+	if a.Warn {
 		r.log.Info("warning: "+a.Message, "namespace", s.Namespace, "sandbox", s.Name, "action", a.Type.String(),
 			"recordedFenceUID", s.Fence.UID, "recordedFenceGeneration", s.Fence.Generation,
 			"liveFenceUID", live.Fence.UID, "liveFenceGeneration", live.Fence.Generation)
 		r.core.Warn(out, a.Reason, actionVerb(a.Type), a.Message)
 	}
-	return patched, nil
+	return before, nil
 }
 
 // actionVerb is the action of an Event, what the driver did.

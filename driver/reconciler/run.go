@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -20,25 +19,17 @@ import (
 // sandboxes off a rate-limited queue, which never hands one sandbox to two
 // workers at once, decide with [Decide] from the cache and write through
 // the resourceVersion-guarded patch; a failure queues the sandbox again
-// with backoff. Nothing else writes while Run runs: [Reconciler.Pass]
-// refuses.
+// with backoff. While Run runs, a [Reconciler.Pass] or a second Run of
+// the same reconciler fails with [ErrBusy].
 //
 // With [WithLeaderElection], the caches run on every replica but only the
 // leader's workers run; a replica that loses the lease stops its workers
 // before it releases the lease.
 func (r *Reconciler) Run(ctx context.Context) error {
-	r.mu.Lock()
-	if r.running {
-		r.mu.Unlock()
-		return errRunTwice
+	if err := r.claim(); err != nil {
+		return err
 	}
-	r.running = true
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.running, r.synced = false, false
-		r.mu.Unlock()
-	}()
+	defer r.unclaim()
 	version, err := r.core.Version(ctx)
 	for err != nil {
 		if ctx.Err() != nil {
@@ -53,7 +44,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		version, err = r.core.Version(ctx)
 	}
 	c := newCaches(r.core, version, r.driver.Namespaces())
-	q := &queue{track: len(r.observer) > 0, metrics: r.metrics}
+	q := &queue{track: len(r.observers) > 0, metrics: r.metrics}
 	c.known = q.namespace(c, false)
 	for ns := range c.sandboxes {
 		if err := r.handle(c, q, ns); err != nil {
@@ -78,8 +69,6 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	return r.elect(ctx, func(ctx context.Context) { r.lead(ctx, c, q) })
 }
-
-var errRunTwice = errors.New("reconciler: Run is already running")
 
 // handle queues sandboxes on the events of ns's informers.
 func (r *Reconciler) handle(c *caches, q *queue, ns string) error {

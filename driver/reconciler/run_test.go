@@ -163,9 +163,13 @@ func TestRunSeedRegression(t *testing.T) {
 		assert.Zero(t, sent[name], "%s was already suspended", name)
 	}
 
-	resyncs, worked := l.Count(resynced), scrape(t, reg)[mWorkDone]
+	// The regression check: each resync queues the five sandboxes (a
+	// resync that decided beside the workers would add nothing), and
+	// every one is worked off.
+	resyncs, before := l.Count(resynced), scrape(t, reg)
 	require.Eventually(t, func() bool {
-		return l.Count(resynced) >= resyncs+3 && scrape(t, reg)[mWorkDone] >= worked+15
+		now := scrape(t, reg)
+		return l.Count(resynced) >= resyncs+3 && now[mQueueAdds] >= before[mQueueAdds]+15 && now[mWorkDone] >= before[mWorkDone]+15
 	}, drivertest.Settle, 20*time.Millisecond, "three resyncs hand every sandbox to a worker")
 	counter.Settled(t)
 	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "three resyncs write nothing")
@@ -227,7 +231,7 @@ func TestLeaderElection(t *testing.T) {
 	assert.Zero(t, leader.counter.Refused(), "no PATCH refused with 409")
 	assert.Equal(t, map[string]int{"(any other write)": 0}, follower.counter.Reset(), "the follower writes nothing")
 	_, err := follower.rec.Pass(context.Background())
-	assert.ErrorIs(t, err, reconciler.ErrRunning, "a follower's Pass would write beside the leader")
+	assert.ErrorIs(t, err, reconciler.ErrBusy, "a follower's Pass would write beside the leader")
 
 	leader.stop()
 	require.Eventually(t, follower.rec.Leading, drivertest.Settle, 20*time.Millisecond, "the follower takes over")
