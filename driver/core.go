@@ -12,6 +12,9 @@ import (
 	"github.com/kubewire/kubewire/driver/internal"
 )
 
+// The reconciler reaches the core through a function variable, as grpc-go
+// reaches its internals: typed any, since package internal cannot name
+// *Driver, and asserted once, in reconciler.New.
 func init() {
 	internal.Core = func(d any) any { return core{d.(*Driver)} }
 }

@@ -70,7 +70,7 @@ func (d *Driver) Create(ctx context.Context, ns, name string, spec CreateSpec) (
 		Annotations: map[string]string{
 			AnnotationFenceUID:        string(fence.UID),
 			AnnotationFenceGeneration: strconv.FormatInt(fence.Generation, 10),
-			AnnotationBootstrap:       d.opts.now().UTC().Format(time.RFC3339),
+			AnnotationBootstrap:       time.Now().UTC().Format(time.RFC3339),
 		},
 	}
 	s, err := client.create(ctx, meta, tmpl)
@@ -232,7 +232,7 @@ func (d *Driver) Start(ctx context.Context, ns, name string) (Sandbox, error) {
 		if s.Running && s.Fence == fence {
 			return nil
 		}
-		return admitPatch(s.Version, fence, d.opts.now())
+		return admitPatch(s.Version, fence, time.Now())
 	})
 }
 

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -32,11 +31,10 @@ type options struct {
 	pageSize   int64
 	logger     logr.Logger
 	adapter    []kubeadapter.Option
-	now        func() time.Time
 }
 
 func defaultOptions() options {
-	return options{driverName: DefaultDriverName, fenceName: DefaultFenceName, pageSize: DefaultPageSize, logger: logr.Discard(), now: time.Now}
+	return options{driverName: DefaultDriverName, fenceName: DefaultFenceName, pageSize: DefaultPageSize, logger: logr.Discard()}
 }
 
 // WithDriverName sets the value of the app.kubernetes.io/managed-by label

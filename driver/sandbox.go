@@ -45,9 +45,6 @@ type Fence struct {
 	Generation int64
 }
 
-// IsZero reports whether f names no policy.
-func (f Fence) IsZero() bool { return f.UID == "" }
-
 // podState is what the driver knows of a stopped v1alpha1 sandbox's pod.
 // Controllers up to v0.4.x report Ready=True for a sandbox with replicas 0
 // whether or not its pod is still terminating, so only the pod itself tells

@@ -97,11 +97,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Stack returns kubewire's stack for a plain http.Client, observed by m:
-// retry.New(retryOpts...) over pooltrace.New() over timeout.New(timeout).
+// retry.New(retryOpts...) over pooltrace.New() over timeout.New(d).
 // It is the net/http counterpart of kubeadapter.WithObserver(m). To give
 // the layers other options, pass m's methods to each layer's WithObserver.
-func (m *Metrics) Stack(timeout time.Duration, retryOpts ...retry.Option) transport.Middleware {
-	return stack.New(timeout, m.observed(retryOpts))
+func (m *Metrics) Stack(d time.Duration, retryOpts ...retry.Option) transport.Middleware {
+	return stack.New(d, m.observed(retryOpts))
 }
 
 // observed returns the options of a stack that m observes.

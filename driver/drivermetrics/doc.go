@@ -45,6 +45,8 @@
 // sandboxes takes 10 minutes to answer.
 //
 // The queue metrics are the sum over every reconciler a Metrics is wired
-// to. client-go's unfinished-work and longest-running-processor gauges are
+// to. When a leadership term ends, the sandboxes still queued are taken off
+// unworked (the next leader queues them all); they still count in
+// queue_latency_seconds and queue_work_duration_seconds. client-go's unfinished-work and longest-running-processor gauges are
 // not exported: each queue sets them, and they do not add up.
 package drivermetrics

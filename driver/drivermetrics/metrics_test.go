@@ -3,6 +3,7 @@ package drivermetrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/reconciler"
@@ -33,8 +36,8 @@ var documented = map[string][]string{
 	"kubewire_reconciler_fence_to_suspend_seconds":    nil,
 }
 
-// TestScriptedRun feeds the hooks what a reconciler reports for two
-// passes and event-driven work, and scrapes a fresh registry: each thing
+// TestScriptedRun feeds the observer what a reconciler reports for two
+// passes and Run's workers, and scrapes a fresh registry: each thing
 // is counted once, under the documented names and labels only, and
 // promlint finds nothing.
 func TestScriptedRun(t *testing.T) {
@@ -42,18 +45,19 @@ func TestScriptedRun(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(m))
 
-	// A pass that suspended two sandboxes, one of which it found after
-	// Run's informers saw the fence change, and could not read one
+	// A pass that suspended two sandboxes and could not read one
 	// namespace; then a converged pass.
 	m.ObservePass(reconciler.PassStats{Seen: 5, Actions: 2, Warnings: 2, Errors: 1, Duration: 250 * time.Millisecond})
-	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true, SinceFence: 30 * time.Millisecond})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true})
 	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true})
 	m.ObserveAction(reconciler.ActionEvent{Err: errors.New("fence of team-a: watch: connection refused")})
 	m.ObservePass(reconciler.PassStats{Seen: 5, Duration: 2 * time.Millisecond})
-	// Event-driven work: a rollback, a bootstrap cleared, a suspension
-	// whose first write failed and whose retry succeeded.
+	// Run's workers: a rollback, a bootstrap cleared, a suspension that
+	// answered a fence change 30 ms after it, and one whose first write
+	// failed and whose retry succeeded.
 	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionRollback, Warn: true})
 	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionClearBootstrap})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true, SinceFence: 30 * time.Millisecond})
 	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Err: errors.New("PATCH: connection reset by peer")})
 	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true, SinceFence: 4 * time.Second})
 
@@ -62,7 +66,7 @@ func TestScriptedRun(t *testing.T) {
 # TYPE kubewire_reconciler_actions_total counter
 kubewire_reconciler_actions_total{action="clear_bootstrap"} 1
 kubewire_reconciler_actions_total{action="rollback"} 1
-kubewire_reconciler_actions_total{action="suspend"} 3
+kubewire_reconciler_actions_total{action="suspend"} 4
 # HELP kubewire_reconciler_errors_total Failed reads and writes of the reconciler, in passes and in Run's workers; a failed sandbox is retried and counts again.
 # TYPE kubewire_reconciler_errors_total counter
 kubewire_reconciler_errors_total 2
@@ -74,7 +78,7 @@ kubewire_reconciler_passes_total 2
 kubewire_reconciler_queue_depth 0
 # HELP kubewire_reconciler_warnings_total Actions that were transitions worth a warning and an Event.
 # TYPE kubewire_reconciler_warnings_total counter
-kubewire_reconciler_warnings_total 4
+kubewire_reconciler_warnings_total 5
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(counts),
 		"kubewire_reconciler_actions_total", "kubewire_reconciler_errors_total", "kubewire_reconciler_passes_total",
@@ -114,7 +118,7 @@ kubewire_reconciler_warnings_total 4
 	assert.Empty(t, problems)
 }
 
-// TestEveryActionHasALabel: an action type added to driver without a
+// TestEveryActionHasALabel: an action type added to reconciler without a
 // label here would go uncounted.
 func TestEveryActionHasALabel(t *testing.T) {
 	m := New()
@@ -127,9 +131,7 @@ func TestEveryActionHasALabel(t *testing.T) {
 	assert.Len(t, m.byAction, n)
 }
 
-// TestWired: the reconciler's passes reach the observer, and its queue's
-// metrics the provider: a Run whose API server never answers has nothing
-// queued.
+// TestWired: the reconciler's passes reach the observer.
 func TestWired(t *testing.T) {
 	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
 	require.NoError(t, err)
@@ -142,3 +144,37 @@ func TestWired(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.passes))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.errors))
 }
+
+// TestQueueTerms: client-go's workqueue reports to the provider across
+// two queues of one name, as Run makes one per leadership term. Each term
+// ends with a sandbox queued again while a worker held it and one waiting
+// out a backoff; the queue is drained the way Run's workers drain it.
+// Depth returns to zero after each term, and adds and retries add up.
+func TestQueueTerms(t *testing.T) {
+	m := New()
+	for term := 1; term <= 2; term++ {
+		q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: reconciler.QueueName, MetricsProvider: m})
+		for i := 0; i < 10; i++ {
+			q.Add(fmt.Sprint("sb-", i))
+		}
+		key, _ := q.Get()
+		q.Add(key) // queued again while a worker holds it
+		q.Done(key)
+		q.AddRateLimited("sb-late")
+		assert.Equal(t, float64(10), testutil.ToFloat64(m.queueDepth), "term %d", term)
+		q.ShutDown()
+		for {
+			key, shutdown := q.Get()
+			if shutdown {
+				break
+			}
+			q.Done(key)
+		}
+		assert.Zero(t, testutil.ToFloat64(m.queueDepth), "term %d: the queue drained", term)
+		assert.Equal(t, float64(11*term), testutil.ToFloat64(m.queueAdds), "term %d", term)
+		assert.Equal(t, float64(term), testutil.ToFloat64(m.queueRetries), "term %d", term)
+	}
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -31,7 +31,7 @@ type core interface {
 func coreOf(d *driver.Driver) (core, error) {
 	c, ok := internal.Core(d).(core)
 	if !ok {
-		return nil, errors.New("reconciler: the driver package does not provide what the reconciler needs; are both from one kubewire/driver module?")
+		return nil, errors.New("reconciler: bug: package driver does not implement the reconciler's core")
 	}
 	return c, nil
 }

@@ -142,7 +142,7 @@ func TestRunMetrics(t *testing.T) {
 	}, drivertest.Settle, 20*time.Millisecond)
 	assert.Equal(t, float64(n), got[mClearBootstrap])
 	assert.Zero(t, got[mRollback])
-	assert.Zero(t, got[mPasses], "no resync within the hour")
+	assert.Zero(t, got[mPasses], "Run is no pass")
 	assert.Positive(t, got[mErrors])
 	patches := counter.Reset()
 	assert.Greater(t, patches["sb-0"], 1, "sb-0's write failed, then succeeded")

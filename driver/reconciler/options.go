@@ -43,16 +43,16 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	period     time.Duration
-	jitter     float64
-	grace      time.Duration
-	workers    int
-	writeQPS   float64
-	writeBurst int
-	election   *LeaderElection
-	observers  []Observer
-	queue      workqueue.MetricsProvider
-	log        *logr.Logger
+	period       time.Duration
+	jitter       float64
+	grace        time.Duration
+	workers      int
+	writeQPS     float64
+	writeBurst   int
+	election     *LeaderElection
+	observers    []Observer
+	queueMetrics workqueue.MetricsProvider
+	log          *logr.Logger
 }
 
 func defaults() config {
@@ -166,7 +166,7 @@ func WithQueueMetrics(p workqueue.MetricsProvider) Option {
 		if hooks.IsNil(p) {
 			return fmt.Errorf("reconciler: WithQueueMetrics must not be nil, got a nil %T", p)
 		}
-		c.queue = p
+		c.queueMetrics = p
 		return nil
 	})
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/kubewire/kubewire/driver/reconciler"
 )
 
-func TestNewReconcilerRejectsBadOptions(t *testing.T) {
+func TestNewRejectsBadOptions(t *testing.T) {
 	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
 	require.NoError(t, err)
 	defer d.Close()

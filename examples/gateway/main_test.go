@@ -266,10 +266,10 @@ func TestRunBadFlags(t *testing.T) {
 	assert.Contains(t, errOut.String(), `driver: namespace "Bad_NS" is not a valid namespace name`)
 	errOut.Reset()
 	assert.Equal(t, 2, run(context.Background(), []string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-period", "200ms"}, &errOut))
-	assert.Contains(t, errOut.String(), "driver: WithPeriod must be at least 1s, got 200ms")
+	assert.Contains(t, errOut.String(), "reconciler: WithPeriod must be at least 1s, got 200ms")
 	errOut.Reset()
 	assert.Equal(t, 2, run(context.Background(), []string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-replicas", "2", "-lease-name", "Bad_Name"}, &errOut))
-	assert.Contains(t, errOut.String(), `driver: WithLeaderElection Name "Bad_Name" is not a valid object name`)
+	assert.Contains(t, errOut.String(), `reconciler: WithLeaderElection Name "Bad_Name" is not a valid object name`)
 }
 
 // TestTwoReplicas runs two gateways as replicas of one: they elect a

@@ -1,5 +1,5 @@
-// Package hooks composes the observer hooks of kubewire's packages:
-// every observer given to a WithObserver option is called, in order.
+// Package hooks is what kubewire's WithObserver options share: every
+// observer given is called, in order, and a typed nil is refused.
 package hooks
 
 import "reflect"

@@ -72,7 +72,7 @@ func NewRig(t *testing.T, cfg *rest.Config) *Rig {
 	return &Rig{Cfg: cfg, CS: cs, NS: ns.Name, Kubelet: kubetest.RunKubelet(t, cfg, ns.Name)}
 }
 
-// driver returns a driver for the Rig's namespace whose requests go
+// Driver returns a driver for the Rig's namespace whose requests go
 // through counter, if not nil.
 func (r *Rig) Driver(t *testing.T, counter *Writes, opts ...driver.Option) *driver.Driver {
 	cfg := rest.CopyConfig(r.Cfg)
