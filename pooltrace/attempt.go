@@ -96,6 +96,8 @@ type Error struct {
 	// Attempt is the attempt the error ended; its Err field is nil.
 	Attempt Attempt
 	Err     error
+
+	conn roundtrip.ConnKey // of Attempt.Conn, for FailedConn
 }
 
 func (e *Error) Error() string {
@@ -124,14 +126,11 @@ func (e *Error) Unwrap() error { return e.Err }
 var _ roundtrip.ConnError = (*Error)(nil)
 
 // FailedConn returns an opaque key of the connection the attempt failed
-// on, and false if there was none or its addresses do not identify it. The
-// retry middleware reads it, so that the requests a lost connection failed
-// share one retry token.
+// on, and false if there was none. It is for package retry, which reads it
+// through an interface, so that the requests a lost connection failed
+// share one retry token; its key is of no use elsewhere.
 func (e *Error) FailedConn() (roundtrip.ConnKey, bool) {
-	if !e.Attempt.HasConn {
-		return roundtrip.ConnKey{}, false
-	}
-	return roundtrip.KeyOf(e.Attempt.Conn.LocalAddr, e.Attempt.Conn.RemoteAddr)
+	return e.conn, e.Attempt.HasConn && e.conn != roundtrip.ConnKey{}
 }
 
 // Timeout reports whether the original error is a timeout. *url.Error asks

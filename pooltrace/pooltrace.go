@@ -161,13 +161,13 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.a.Conn.Proto = protoOf(t.conn)
 	}
 	t.conn = nil
-	a := t.a
+	a, key := t.a, t.key
 	t.mu.Unlock()
 
 	rt.report(log, a, t.timed, verbose)
 	if err != nil {
 		a.Err = nil
-		return nil, &Error{Attempt: a, Err: err}
+		return nil, &Error{Attempt: a, Err: err, conn: key}
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
 		t.body = resp.Body
@@ -241,6 +241,7 @@ type tracer struct {
 
 	mu       sync.Mutex
 	a        Attempt
+	key      roundtrip.ConnKey // of t.a.Conn
 	tlsBegin time.Time
 
 	body io.ReadCloser
@@ -264,6 +265,7 @@ func (t *tracer) gotConn(info httptrace.GotConnInfo) {
 		t.a.WroteRequest, t.a.FirstByte = 0, 0
 	}
 	t.conn = info.Conn
+	t.key, _ = roundtrip.KeyOf(info.Conn)
 	t.a.HasConn = true
 	t.a.Conn = c
 	t.a.GotConn = now.Sub(t.a.Start)
@@ -312,9 +314,9 @@ func (t *tracer) Read(p []byte) (int, error) {
 	n, err := t.body.Read(p)
 	if err != nil && err != io.EOF {
 		t.mu.Lock()
-		a := t.a
+		a, key := t.a, t.key
 		t.mu.Unlock()
-		return n, &Error{Attempt: a, Err: err}
+		return n, &Error{Attempt: a, Err: err, conn: key}
 	}
 	return n, err
 }

@@ -70,9 +70,10 @@
 // the attempt failed on. Otherwise the middleware adds its own
 // httptrace.ClientTrace to each request's context, composed with any trace
 // already there (client-go's), and its GotConn hook names the connection.
-// Either way an event is keyed by the connection's local and remote
-// addresses, and only a TCP connection has a key: a failure on a unix
-// socket pays its own token. No event holds a reference to its connection.
+// Either way an event is keyed by the connection's addresses and the
+// identity of its net.Conn, so that the connections of a unix socket, which
+// share their addresses, are told apart. No event holds a reference to its
+// connection.
 // Events are kept only on the failure path, under the budget's lock; a
 // request that succeeds costs one locked addition, and the trace hook when
 // there is no pooltrace below. [WithoutBudget] removes both.

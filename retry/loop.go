@@ -316,7 +316,7 @@ func failedOn(conn *connTrace, err error) (roundtrip.ConnKey, bool) {
 	if c == nil {
 		return roundtrip.ConnKey{}, false
 	}
-	return roundtrip.KeyOf(c.LocalAddr(), c.RemoteAddr())
+	return roundtrip.KeyOf(c)
 }
 
 // connTrace learns which connection carried an attempt, so that the

@@ -1,30 +1,27 @@
 package roundtrip
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 )
 
-// ConnKey identifies a connection among those open at the same time, by
-// its local and remote addresses, and holds no reference to it. pooltrace
-// names a failed attempt's connection with it and retry keys the budget's
-// events by it, so that both agree on what one connection is.
+// ConnKey identifies a connection among those open at the same time: by
+// its addresses and by the identity of its net.Conn, since two connections
+// of a unix socket or a pipe share their addresses. It holds no reference
+// to the connection. pooltrace names a failed attempt's connection with it
+// and retry keys the budget's events by it, so that both agree on what one
+// connection is.
 type ConnKey struct {
-	local, remote string
+	local, remote, id string
 }
 
-// KeyOf returns the key of the connection between local and remote, and
-// false when the addresses do not tell it apart from others: only a local
-// address with a port (TCP) does; two connections of a unix socket or a
-// pipe may share their addresses.
-func KeyOf(local, remote net.Addr) (ConnKey, bool) {
-	if local == nil {
+// KeyOf returns the key of c, and false if c is nil.
+func KeyOf(c net.Conn) (ConnKey, bool) {
+	if c == nil {
 		return ConnKey{}, false
 	}
-	if _, port, err := net.SplitHostPort(local.String()); err != nil || port == "" || port == "0" {
-		return ConnKey{}, false
-	}
-	return ConnKey{local: addrString(local), remote: addrString(remote)}, true
+	return ConnKey{local: addrString(c.LocalAddr()), remote: addrString(c.RemoteAddr()), id: fmt.Sprintf("%p", c)}, true
 }
 
 func addrString(a net.Addr) string {
