@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
@@ -43,8 +44,35 @@ func (c core) Version(ctx context.Context) (string, error) {
 	return client.version(), nil
 }
 
-// View converts an informer's Sandbox object of either version.
-func (c core) View(o any) (Sandbox, bool) { return toView(o) }
+// View converts an informer's Sandbox object of either version, or
+// returns the view a [core.Lean] cache entry holds.
+func (c core) View(o any) (Sandbox, bool) {
+	if e, ok := o.(*cached); ok {
+		return e.view, true
+	}
+	return toView(o)
+}
+
+// Lean is the reconciler's informer transform: it replaces a Sandbox with
+// the view the reconciler decides from, without the conditions and labels
+// it derived the phase from and the reconciler does not read, and without
+// the rest of the object (managedFields, the pod template, other
+// annotations). Get and List read the API server, never this cache.
+func (c core) Lean(o any) (any, error) {
+	s, ok := toView(o)
+	if !ok {
+		return o, nil
+	}
+	s.Conditions, s.labels = nil, nil
+	return &cached{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion}, view: s}, nil
+}
+
+// cached is a Sandbox as the reconciler's cache keeps it: its view, and of
+// its metadata what the informer's store keys it by.
+type cached struct {
+	metav1.ObjectMeta
+	view Sandbox
+}
 
 func (c core) ReadFence(ctx context.Context, ns string) (Fence, bool, error) {
 	return c.d.readFence(ctx, ns)

@@ -19,91 +19,146 @@ import (
 	"github.com/kubewire/kubewire/driver"
 )
 
-// caches are the informers of one [Reconciler.Run]: per namespace, the
-// gateway's Sandboxes (agent-sandbox's typed informer, label-selected) and
-// the fence NetworkPolicy (field-selected by name). No informer resyncs;
-// the reconciler's own jittered resync is the safety net.
+// caches are the informers of one [Reconciler.Run]: the gateway's
+// Sandboxes (agent-sandbox's typed informer, label-selected) and the fence
+// NetworkPolicies (field-selected by name), either one pair per namespace
+// or one pair for the whole cluster, filtered to the served namespaces.
+// Both keep only what the reconciler reads. No informer resyncs; the
+// reconciler's own jittered resync is the safety net.
 type caches struct {
-	core      core
+	core    core
+	cluster bool
+	// served are the driver's namespaces, sorted; serves answers for one.
+	served []string
+	serves map[string]bool
+	// sandboxes and fences are keyed by scope: the namespace, or "" for
+	// the cluster.
 	sandboxes map[string]cache.SharedIndexInformer
 	fences    map[string]cache.SharedIndexInformer
 	factories []externalversions.SharedInformerFactory
+	fenceName string
 
 	mu sync.Mutex
-	// fenceErr holds, per namespace, why the fence is unknown: the fence
+	// fenceErr holds, per scope, why the fences are unknown: the fence
 	// informer's list or watch failed, or its watch ended and it has not
-	// listed or watched again. While it is set nothing is decided from the
-	// fence, whatever the cache still holds.
+	// listed or watched again. While it is set nothing is decided from
+	// them, whatever the cache still holds.
 	fenceErr map[string]error
-	// known is called when a namespace's fence becomes known again.
+	// known is called for each namespace whose fence becomes known again.
 	known func(ns string)
 }
 
-func newCaches(cr core, version string, namespaces []string) *caches {
-	c := &caches{core: cr, sandboxes: map[string]cache.SharedIndexInformer{}, fences: map[string]cache.SharedIndexInformer{}, fenceErr: map[string]error{}}
+func newCaches(cr core, version string, namespaces []string, cluster bool) *caches {
+	c := &caches{
+		core: cr, cluster: cluster, served: namespaces, serves: map[string]bool{},
+		sandboxes: map[string]cache.SharedIndexInformer{}, fences: map[string]cache.SharedIndexInformer{},
+		fenceName: cr.FenceName(), fenceErr: map[string]error{},
+	}
+	scopes := namespaces
+	if cluster {
+		scopes = []string{metav1.NamespaceAll}
+	}
+	for _, ns := range namespaces {
+		c.serves[ns] = true
+	}
 	sandboxCS, _ := cr.Clients()
 	selector := cr.Selector()
-	for _, ns := range namespaces {
+	for _, scope := range scopes {
 		f := externalversions.NewSharedInformerFactoryWithOptions(sandboxCS, 0,
-			externalversions.WithNamespace(ns),
+			externalversions.WithNamespace(scope),
 			externalversions.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 		c.factories = append(c.factories, f)
+		var inf cache.SharedIndexInformer
 		if version == sandboxv1alpha1.GroupVersion.Version {
-			c.sandboxes[ns] = f.Agents().V1alpha1().Sandboxes().Informer()
+			inf = f.Agents().V1alpha1().Sandboxes().Informer()
 		} else {
-			c.sandboxes[ns] = f.Agents().V1beta1().Sandboxes().Informer()
+			inf = f.Agents().V1beta1().Sandboxes().Informer()
 		}
-		c.fences[ns] = c.fenceInformer(ns)
+		// It fails only once the informer has started.
+		_ = inf.SetTransform(cr.Lean)
+		c.sandboxes[scope] = inf
+		c.fences[scope] = c.fenceInformer(scope)
 	}
 	return c
 }
 
-// fenceInformer watches the one fence policy of ns. Its list and watch
-// record their outcome, so that a namespace whose fence watch broke is
-// unknown until the informer has listed or watched again.
-func (c *caches) fenceInformer(ns string) cache.SharedIndexInformer {
+// scope returns the scope that covers ns.
+func (c *caches) scope(ns string) string {
+	if c.cluster {
+		return metav1.NamespaceAll
+	}
+	return ns
+}
+
+// fenceInformer watches the fence policies of scope. Its list and watch
+// record their outcome, so that a scope whose fence watch broke is unknown
+// until the informer has listed or watched again.
+func (c *caches) fenceInformer(scope string) cache.SharedIndexInformer {
 	_, kube := c.core.Clients()
-	policies := kube.NetworkingV1().NetworkPolicies(ns)
-	fenceName := c.core.FenceName()
-	byName := fields.OneTermEqualSelector("metadata.name", fenceName).String()
+	policies := kube.NetworkingV1().NetworkPolicies(scope)
+	byName := fields.OneTermEqualSelector("metadata.name", c.fenceName).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
 			l, err := policies.List(ctx, o)
-			c.setFenceErr(ns, err)
+			c.setFenceErr(scope, err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = byName
 			w, err := policies.Watch(ctx, o)
-			c.setFenceErr(ns, err)
+			c.setFenceErr(scope, err)
 			if err != nil {
 				return nil, err
 			}
-			return observe(w, func() { c.setFenceErr(ns, errWatchEnded) }), nil
+			return observe(w, func() { c.setFenceErr(scope, errWatchEnded) }), nil
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, &networkingv1.NetworkPolicy{}, 0, cache.Indexers{})
+	_ = inf.SetTransform(leanFence)
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		c.setFenceErr(ns, fmt.Errorf("fence %s/%s: watch: %w", ns, fenceName, err))
+		where := scope
+		if where == metav1.NamespaceAll {
+			where = "every namespace"
+		}
+		c.setFenceErr(scope, fmt.Errorf("fences %s of %s: watch: %w", c.fenceName, where, err))
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
 	return inf
 }
 
+// leanFence keeps of a fence only what identifies it: the reconciler
+// reads its uid and generation.
+func leanFence(o any) (any, error) {
+	np, ok := o.(*networkingv1.NetworkPolicy)
+	if !ok {
+		return o, nil
+	}
+	return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{
+		Namespace: np.Namespace, Name: np.Name, UID: np.UID, Generation: np.Generation, ResourceVersion: np.ResourceVersion,
+	}}, nil
+}
+
 var errWatchEnded = errors.New("the fence watch ended; waiting for the informer to list or watch again")
 
-func (c *caches) setFenceErr(ns string, err error) {
+func (c *caches) setFenceErr(scope string, err error) {
 	c.mu.Lock()
-	_, was := c.fenceErr[ns]
+	_, was := c.fenceErr[scope]
 	if err != nil {
-		c.fenceErr[ns] = err
+		c.fenceErr[scope] = err
 	} else {
-		delete(c.fenceErr, ns)
+		delete(c.fenceErr, scope)
 	}
 	known := c.known
 	c.mu.Unlock()
-	if was && err == nil && known != nil {
+	if !was || err != nil || known == nil {
+		return
+	}
+	if !c.cluster {
+		known(scope)
+		return
+	}
+	for _, ns := range c.served {
 		known(ns)
 	}
 }
@@ -144,9 +199,9 @@ func (o *observed) Stop() {
 // to sync; it returns ctx's error if they never did.
 func (c *caches) start(ctx context.Context) error {
 	var synced []cache.InformerSynced
-	for ns := range c.fences {
-		go c.fences[ns].RunWithContext(ctx)
-		synced = append(synced, c.fences[ns].HasSynced, c.sandboxes[ns].HasSynced)
+	for scope := range c.fences {
+		go c.fences[scope].RunWithContext(ctx)
+		synced = append(synced, c.fences[scope].HasSynced, c.sandboxes[scope].HasSynced)
 	}
 	for _, f := range c.factories {
 		f.StartWithContext(ctx)
@@ -167,35 +222,53 @@ func (c *caches) shutdown() {
 // fence returns what the cache knows of ns's fence. Absent means the API
 // server said so: the policy was never listed, or a delete was observed.
 func (c *caches) fence(ns string) (LiveFence, error) {
+	scope := c.scope(ns)
 	c.mu.Lock()
-	err := c.fenceErr[ns]
+	err := c.fenceErr[scope]
 	c.mu.Unlock()
 	if err != nil {
 		return LiveFence{}, err
 	}
-	inf := c.fences[ns]
+	inf := c.fences[scope]
 	if !inf.HasSynced() {
 		return LiveFence{}, fmt.Errorf("fence of %s: not synced", ns)
 	}
-	for _, o := range inf.GetStore().List() {
-		if np, ok := o.(*networkingv1.NetworkPolicy); ok {
-			return LiveFence{Known: true, Present: true, Fence: driver.Fence{UID: np.UID, Generation: np.Generation}}, nil
-		}
+	o, ok, err := inf.GetStore().GetByKey(ns + "/" + c.fenceName)
+	if err != nil {
+		return LiveFence{}, err
+	}
+	if np, isPolicy := o.(*networkingv1.NetworkPolicy); ok && isPolicy {
+		return LiveFence{Known: true, Present: true, Fence: driver.Fence{UID: np.UID, Generation: np.Generation}}, nil
 	}
 	return LiveFence{Known: true}, nil
 }
 
-// sandbox returns the cached sandbox named by key.
+// sandbox returns the cached sandbox named by key, if the driver serves
+// its namespace.
 func (c *caches) sandbox(key types.NamespacedName) (driver.Sandbox, bool) {
-	inf, ok := c.sandboxes[key.Namespace]
-	if !ok {
+	if !c.serves[key.Namespace] {
 		return driver.Sandbox{}, false
 	}
-	o, ok, err := inf.GetStore().GetByKey(key.String())
+	o, ok, err := c.sandboxes[c.scope(key.Namespace)].GetStore().GetByKey(key.String())
 	if err != nil || !ok {
 		return driver.Sandbox{}, false
 	}
 	return c.core.View(o)
+}
+
+// keys returns the keys of ns's cached sandboxes.
+func (c *caches) keys(ns string) []types.NamespacedName {
+	if !c.serves[ns] {
+		return nil
+	}
+	objs, _ := c.sandboxes[c.scope(ns)].GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	out := make([]types.NamespacedName, 0, len(objs))
+	for _, o := range objs {
+		if key, ok := keyOf(o); ok {
+			out = append(out, key)
+		}
+	}
+	return out
 }
 
 // keyOf returns the workqueue key of an informer object, tombstones

@@ -21,6 +21,7 @@ type core interface {
 	FenceName() string
 	Version(ctx context.Context) (string, error)
 	View(o any) (driver.Sandbox, bool)
+	Lean(o any) (any, error)
 	ReadFence(ctx context.Context, ns string) (driver.Fence, bool, error)
 	List(ctx context.Context, ns string) ([]driver.Sandbox, error)
 	Patch(ctx context.Context, s *driver.Sandbox, decide func(driver.Sandbox) internal.Change) (driver.Sandbox, error)

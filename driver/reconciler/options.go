@@ -52,6 +52,7 @@ type config struct {
 	election     *LeaderElection
 	observers    []Observer
 	queueMetrics workqueue.MetricsProvider
+	scope        Scope
 	log          *logr.Logger
 }
 

@@ -46,6 +46,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{reconciler.WithObserver(nil), "reconciler: WithObserver must not be nil"},
 		{reconciler.WithObserver((*drivermetrics.Metrics)(nil)), "reconciler: WithObserver must not be nil, got a nil *drivermetrics.Metrics"},
 		{reconciler.WithQueueMetrics(nil), "reconciler: WithQueueMetrics must not be nil"},
+		{reconciler.WithScope(reconciler.Scope(7)), "reconciler: WithScope must be ScopeAuto, ScopeNamespaced or ScopeCluster, got Scope(7)"},
+		{reconciler.WithScope(-1), "reconciler: WithScope must be ScopeAuto, ScopeNamespaced or ScopeCluster, got Scope(-1)"},
 		{reconciler.WithQueueMetrics((*drivermetrics.Metrics)(nil)), "reconciler: WithQueueMetrics must not be nil, got a nil *drivermetrics.Metrics"},
 		{le(func(le *reconciler.LeaderElection) { le.Namespace = "Bad_NS" }), `reconciler: WithLeaderElection Namespace "Bad_NS" is not a valid namespace name`},
 		{le(func(le *reconciler.LeaderElection) { le.Name = "" }), `reconciler: WithLeaderElection Name "" is not a valid object name`},

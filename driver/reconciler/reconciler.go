@@ -69,6 +69,7 @@ type Reconciler struct {
 	election  *LeaderElection
 	observers observers
 	metrics   workqueue.MetricsProvider
+	scope     Scope
 	log       logr.Logger
 
 	mu sync.Mutex
@@ -107,7 +108,7 @@ func New(d *driver.Driver, opts ...Option) (*Reconciler, error) {
 	r := &Reconciler{
 		driver: d, core: cr, period: c.period, jitter: c.jitter, grace: c.grace, workers: c.workers,
 		limiter: rate.NewLimiter(rate.Limit(c.writeQPS), c.writeBurst), election: c.election,
-		observers: c.observers, metrics: c.queueMetrics, log: cr.Logger(),
+		observers: c.observers, metrics: c.queueMetrics, scope: c.scope, log: cr.Logger(),
 		written: map[types.NamespacedName][]string{},
 	}
 	if c.log != nil {

@@ -43,11 +43,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		}
 		version, err = r.core.Version(ctx)
 	}
-	c := newCaches(r.core, version, r.driver.Namespaces())
+	cluster := r.clusterScope(ctx)
+	c := newCaches(r.core, version, r.driver.Namespaces(), cluster)
 	q := &queue{track: len(r.observers) > 0, metrics: r.metrics}
 	c.known = q.namespace(c, false)
-	for ns := range c.sandboxes {
-		if err := r.handle(c, q, ns); err != nil {
+	for scope := range c.sandboxes {
+		if err := r.handle(c, q, scope); err != nil {
 			return err
 		}
 	}
@@ -62,7 +63,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.mu.Lock()
 	r.synced = true
 	r.mu.Unlock()
-	r.log.V(1).Info("reconciler caches synced", "namespaces", r.driver.Namespaces(), "version", version)
+	r.log.V(1).Info("reconciler caches synced", "namespaces", len(c.served), "clusterScope", cluster, "version", version)
 	if r.election == nil {
 		r.lead(ctx, c, q)
 		return ctx.Err()
@@ -70,30 +71,40 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	return r.elect(ctx, func(ctx context.Context) { r.lead(ctx, c, q) })
 }
 
-// handle queues sandboxes on the events of ns's informers.
-func (r *Reconciler) handle(c *caches, q *queue, ns string) error {
+// handle queues sandboxes on the events of scope's informers, for the
+// namespaces the driver serves.
+func (r *Reconciler) handle(c *caches, q *queue, scope string) error {
+	served := func(o any) (types.NamespacedName, bool) {
+		key, ok := keyOf(o)
+		return key, ok && c.serves[key.Namespace]
+	}
 	sandboxes := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { q.addObject(o) },
-		UpdateFunc: func(_, o any) { q.addObject(o) },
+		AddFunc:    func(o any) { q.addObject(served(o)) },
+		UpdateFunc: func(_, o any) { q.addObject(served(o)) },
 		DeleteFunc: func(o any) {
-			if key, ok := keyOf(o); ok {
+			if key, ok := served(o); ok {
 				r.mu.Lock()
 				delete(r.written, key)
 				r.mu.Unlock()
 			}
 		},
 	}
-	if _, err := c.sandboxes[ns].AddEventHandler(sandboxes); err != nil {
+	if _, err := c.sandboxes[scope].AddEventHandler(sandboxes); err != nil {
 		return err
 	}
 	changed := q.namespace(c, true)
-	fence := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { changed(ns) },
-		UpdateFunc: func(any, any) { changed(ns) },
-		// A delete event is the API server's word that the fence is gone.
-		DeleteFunc: func(any) { changed(ns) },
+	fenceChanged := func(o any) {
+		if key, ok := served(o); ok {
+			changed(key.Namespace)
+		}
 	}
-	_, err := c.fences[ns].AddEventHandler(fence)
+	fence := cache.ResourceEventHandlerFuncs{
+		AddFunc:    fenceChanged,
+		UpdateFunc: func(_, o any) { fenceChanged(o) },
+		// A delete event is the API server's word that the fence is gone.
+		DeleteFunc: fenceChanged,
+	}
+	_, err := c.fences[scope].AddEventHandler(fence)
 	return err
 }
 
@@ -105,7 +116,7 @@ func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
 	r.setLeading(true)
 	defer r.setLeading(false)
 	all := q.namespace(c, false)
-	for ns := range c.sandboxes {
+	for _, ns := range c.served {
 		all(ns)
 	}
 	var wg sync.WaitGroup
@@ -126,7 +137,7 @@ func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
 			}
 			// The safety net: every cached sandbox goes through the
 			// workers again.
-			for ns := range c.sandboxes {
+			for _, ns := range c.served {
 				all(ns)
 			}
 			r.log.V(1).Info("resync queued every cached sandbox")
@@ -240,8 +251,8 @@ func (q *queue) add(key types.NamespacedName) {
 	}
 }
 
-func (q *queue) addObject(o any) {
-	if key, ok := keyOf(o); ok {
+func (q *queue) addObject(key types.NamespacedName, ok bool) {
+	if ok {
 		q.add(key)
 	}
 }
@@ -251,25 +262,17 @@ func (q *queue) addObject(o any) {
 // each sandbox that has none pending.
 func (q *queue) namespace(c *caches, fence bool) func(ns string) {
 	return func(ns string) {
-		inf, ok := c.sandboxes[ns]
-		if !ok {
-			return
-		}
 		var at time.Time
 		if fence && q.track {
 			at = time.Now()
 		}
-		objs := inf.GetStore().List()
+		keys := c.keys(ns)
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		if q.wq == nil {
 			return
 		}
-		for _, o := range objs {
-			key, ok := keyOf(o)
-			if !ok {
-				continue
-			}
+		for _, key := range keys {
 			if !at.IsZero() {
 				if _, pending := q.fenced[key]; !pending {
 					q.fenced[key] = at

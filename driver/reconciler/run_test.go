@@ -106,13 +106,18 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // TestRunFenceChange: a fence generation change makes every running
 // sandbox of the namespace suspended, once each, with one Event each,
 // driven by the fence's watch event, not by a period.
-func TestRunFenceChange(t *testing.T) {
+func TestRunFenceChange(t *testing.T) { scopes(t, runFenceChange) }
+
+func runFenceChange(t *testing.T, scope reconciler.Option) {
 	r := drivertest.CurrentRig(t)
 	const n = 20
 	names, counter, d := counted(t, r, n)
-	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour))
+	rec := newReconciler(t, d, scope, reconciler.WithPeriod(time.Hour))
 	runReconciler(t, rec)
 	waitFor(t, d, r.NS, names, "admitted", bootstrapDone)
+	s, err := d.Get(context.Background(), r.NS, names[0])
+	require.NoError(t, err)
+	assert.NotEmpty(t, s.Conditions, "Get reads the API server, not the reconciler's lean cache")
 	counter.Reset()
 
 	changed := moveFence(t, r)
@@ -134,7 +139,9 @@ func TestRunFenceChange(t *testing.T) {
 // nothing to the suspended sandboxes and warn about nothing. The resync
 // goes through the workers: each running sandbox's suspension is sent
 // once, and the API server refuses none for a stale resourceVersion.
-func TestRunSeedRegression(t *testing.T) {
+func TestRunSeedRegression(t *testing.T) { scopes(t, runSeedRegression) }
+
+func runSeedRegression(t *testing.T, scope reconciler.Option) {
 	r := drivertest.CurrentRig(t)
 	plain := r.Driver(t, nil)
 	names := admitted(t, r, plain, "sb", 5)
@@ -146,7 +153,7 @@ func TestRunSeedRegression(t *testing.T) {
 	var l drivertest.Logs
 	d := r.Driver(t, counter, driver.WithLogger(l.Logger()))
 	m, reg := metrics(t)
-	rec := newReconciler(t, d, reconciler.WithPeriod(time.Second), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
+	rec := newReconciler(t, d, scope, reconciler.WithPeriod(time.Second), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
 	runReconciler(t, rec)
 	waitFor(t, d, r.NS, names[:2], "admitted", bootstrapDone)
 	counter.Settled(t)
@@ -183,7 +190,9 @@ const resynced = "resync queued every cached sandbox"
 // TestLeaderElection: two replicas on one API server; exactly one writes;
 // when the leader stops, the other takes over and acts on a fence change
 // made afterwards; no sandbox is patched twice for one transition.
-func TestLeaderElection(t *testing.T) {
+func TestLeaderElection(t *testing.T) { scopes(t, leaderElection) }
+
+func leaderElection(t *testing.T, scope reconciler.Option) {
 	r := drivertest.CurrentRig(t)
 	plain := r.Driver(t, nil)
 	lease := func(id string) reconciler.LeaderElection {
@@ -198,7 +207,7 @@ func TestLeaderElection(t *testing.T) {
 	var replicas []*replica
 	for _, id := range []string{"a", "b"} {
 		c := drivertest.NewWrites()
-		rec := newReconciler(t, r.Driver(t, c), reconciler.WithPeriod(time.Hour), reconciler.WithLeaderElection(lease(id)))
+		rec := newReconciler(t, r.Driver(t, c), scope, reconciler.WithPeriod(time.Hour), reconciler.WithLeaderElection(lease(id)))
 		replicas = append(replicas, &replica{counter: c, rec: rec, stop: runReconciler(t, rec)})
 	}
 	var leader, follower *replica
@@ -259,7 +268,9 @@ func TestLeaderElection(t *testing.T) {
 // unknown, even though it was deleted meanwhile, and nothing is written.
 // Once the informer lists again, the API server's answer (absent) is acted
 // on: every running sandbox is suspended.
-func TestWatchBreak(t *testing.T) {
+func TestWatchBreak(t *testing.T) { scopes(t, watchBreak) }
+
+func watchBreak(t *testing.T, scope reconciler.Option) {
 	r := drivertest.CurrentRig(t)
 	names := admitted(t, r, r.Driver(t, nil), "sb", 3)
 	u, err := url.Parse(r.Cfg.Host)
@@ -274,7 +285,7 @@ func TestWatchBreak(t *testing.T) {
 	counter := drivertest.NewWrites()
 	d := viaProxy.Driver(t, counter)
 	unknown := make(chan error, 100)
-	rec := newReconciler(t, d, reconciler.WithPeriod(time.Second), reconciler.WithObserver(reconciler.ObserverFuncs{
+	rec := newReconciler(t, d, scope, reconciler.WithPeriod(time.Second), reconciler.WithObserver(reconciler.ObserverFuncs{
 		Action: func(ev reconciler.ActionEvent) {
 			if ev.Err != nil {
 				select {
@@ -315,5 +326,13 @@ func TestWatchBreak(t *testing.T) {
 	got := counter.Reset()
 	for _, name := range names {
 		assert.Equal(t, 1, got[name], "%s suspended once after the re-list", name)
+	}
+}
+
+// scopes runs test with the reconciler watching each namespace, and the
+// whole cluster.
+func scopes(t *testing.T, test func(t *testing.T, scope reconciler.Option)) {
+	for _, s := range []reconciler.Scope{reconciler.ScopeNamespaced, reconciler.ScopeCluster} {
+		t.Run(s.String(), func(t *testing.T) { test(t, reconciler.WithScope(s)) })
 	}
 }
