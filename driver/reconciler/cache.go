@@ -75,7 +75,7 @@ func newCaches(cr core, version string, namespaces []string, cluster bool) *cach
 			inf = f.Agents().V1beta1().Sandboxes().Informer()
 		}
 		// It fails only once the informer has started.
-		_ = inf.SetTransform(cr.Lean)
+		_ = inf.SetTransform(c.unserved(cr.Lean))
 		c.sandboxes[scope] = inf
 		c.fences[scope] = c.fenceInformer(scope)
 	}
@@ -115,7 +115,7 @@ func (c *caches) fenceInformer(scope string) cache.SharedIndexInformer {
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, &networkingv1.NetworkPolicy{}, 0, cache.Indexers{})
-	_ = inf.SetTransform(leanFence)
+	_ = inf.SetTransform(c.unserved(leanFence))
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		where := scope
 		if where == metav1.NamespaceAll {
@@ -125,6 +125,20 @@ func (c *caches) fenceInformer(scope string) cache.SharedIndexInformer {
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
 	return inf
+}
+
+// unserved returns a transform that keeps of an object in a namespace the
+// driver does not serve, which a cluster-wide watch also sees, only its
+// key, and passes the rest to lean.
+func (c *caches) unserved(lean cache.TransformFunc) cache.TransformFunc {
+	return func(o any) (any, error) {
+		if m, ok := o.(metav1.Object); ok && !c.serves[m.GetNamespace()] {
+			return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+				Namespace: m.GetNamespace(), Name: m.GetName(), ResourceVersion: m.GetResourceVersion(),
+			}}, nil
+		}
+		return lean(o)
+	}
 }
 
 // leanFence keeps of a fence only what identifies it: the reconciler

@@ -16,6 +16,15 @@
 // the driver's resourceVersion-guarded patch. A failed write is queued
 // again with backoff.
 //
+// [WithScope] chooses the watches: one Sandbox watch and one fence watch
+// per namespace, which needs only a Role in each, or one of each for the
+// whole cluster, label- and field-selected and filtered to the served
+// namespaces, which needs a ClusterRole for list and watch. By default
+// ([ScopeAuto]) a gateway of [DefaultClusterThreshold] namespaces or more
+// watches the whole cluster when the API server allows it. Either way the
+// caches keep only what the reconciler reads: of a sandbox the driver's
+// view without its conditions, of a fence its identity and generation.
+//
 // Unknown is not absent: until the caches have synced, and while a fence's
 // list or watch fails (or its watch ended and it has not listed again),
 // nothing is decided for that namespace; a fence is absent only when the

@@ -1,0 +1,183 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/driver/reconciler"
+)
+
+// BenchmarkNamespaces: the idle reconciler of a gateway that serves 1, 100
+// or 1,000 namespaces of 10 converged sandboxes each, watching each
+// namespace and the whole cluster, on a real API server. It reports the
+// watches open once the caches have synced, the heap they hold, and the
+// requests an idle minute sends. Run with -benchtime 1x: each iteration
+// idles 10 seconds.
+func BenchmarkNamespaces(b *testing.B) {
+	const perNamespace = 10
+	for _, n := range []int{1, 100, 1000} {
+		cfg, namespaces := scaleRig(b, n, perNamespace)
+		for _, scope := range []reconciler.Scope{reconciler.ScopeNamespaced, reconciler.ScopeCluster} {
+			b.Run(fmt.Sprintf("namespaces=%d/scope=%s", n, scope), func(b *testing.B) {
+				var w watchCounter
+				c := rest.CopyConfig(cfg)
+				c.Wrap(w.wrap)
+				d, err := driver.New(c, gateway(n), namespaces)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer d.Close()
+				before := heap()
+				rec := newReconciler(b, d, reconciler.WithScope(scope))
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- rec.Run(ctx) }()
+				defer func() { cancel(); <-done }()
+				start := time.Now()
+				for !rec.Synced() {
+					time.Sleep(10 * time.Millisecond)
+				}
+				synced := time.Since(start)
+				held := float64(heap()-before) / (1 << 20)
+				const idle = 10 * time.Second
+				b.ResetTimer()
+				var requests int64
+				for i := 0; i < b.N; i++ {
+					from := w.requests.Load()
+					time.Sleep(idle) // the measurement is what an idle reconciler sends
+					requests += w.requests.Load() - from
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(w.open.Load()), "watches")
+				b.ReportMetric(held, "heap-MB")
+				b.ReportMetric(float64(requests)/float64(b.N)*float64(time.Minute/idle), "requests/idle-min")
+				b.ReportMetric(synced.Seconds(), "sync-s")
+			})
+		}
+	}
+}
+
+// watchCounter counts the requests through a transport and the watches
+// open on it.
+type watchCounter struct{ requests, open atomic.Int64 }
+
+func (w *watchCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		w.requests.Add(1)
+		resp, err := rt.RoundTrip(req)
+		if err != nil || req.URL.Query().Get("watch") != "true" {
+			return resp, err
+		}
+		w.open.Add(1)
+		resp.Body = &closeCounter{ReadCloser: resp.Body, open: &w.open}
+		return resp, nil
+	})
+}
+
+type closeCounter struct {
+	io.ReadCloser
+	once sync.Once
+	open *atomic.Int64
+}
+
+func (c *closeCounter) Close() error {
+	c.once.Do(func() { c.open.Add(-1) })
+	return c.ReadCloser.Close()
+}
+
+// scaleRig creates n namespaces, each with its fence and perNamespace
+// running sandboxes of gateway(n) admitted under it, straight through
+// the clientsets; no controller runs, so their status stays empty, which
+// the reconciler leaves alone.
+func scaleRig(b *testing.B, n, perNamespace int) (*rest.Config, []string) {
+	b.Helper()
+	cfg := drivertest.Config(b)
+	cfg.QPS, cfg.Burst = -1, 0
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	namespaces := make([]string, n)
+	each(b, n, func(i int) error {
+		ns, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scale-"}}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		namespaces[i] = ns.Name
+		np, err := kube.NetworkingV1().NetworkPolicies(ns.Name).Create(ctx, &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: driver.DefaultFenceName, Labels: map[string]string{driver.LabelManagedBy: driver.DefaultDriverName}},
+			Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		for j := 0; j < perNamespace; j++ {
+			s := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{
+				Name:   fmt.Sprintf("sb-%d", j),
+				Labels: map[string]string{driver.LabelManagedBy: driver.DefaultDriverName, driver.LabelGateway: gateway(n)},
+				Annotations: map[string]string{
+					driver.AnnotationFenceUID:        string(np.UID),
+					driver.AnnotationFenceGeneration: strconv.FormatInt(np.Generation, 10),
+				},
+			}}
+			s.Spec.PodTemplate = drivertest.AgentPod
+			if _, err := cs.AgentsV1beta1().Sandboxes(ns.Name).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return cfg, namespaces
+}
+
+// each runs f for 0..n-1 on 32 goroutines and fails b with the first
+// error.
+func each(b *testing.B, n int, f func(i int) error) {
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	var next atomic.Int64
+	for w := 0; w < 32; w++ {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || failed.Load() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		b.Fatal(err)
+	}
+}
+
+// gateway names the gateway of a rig of n namespaces: a cluster-wide watch
+// of one rig sees no other rig's sandboxes.
+func gateway(n int) string { return fmt.Sprintf("gw-%d", n) }
