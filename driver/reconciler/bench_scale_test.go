@@ -33,7 +33,7 @@ import (
 func BenchmarkNamespaces(b *testing.B) {
 	const perNamespace = 10
 	for _, n := range []int{1, 100, 1000} {
-		cfg, namespaces := scaleRig(b, n, perNamespace)
+		cfg, namespaces := scaleRig(b, gateway(n), n, perNamespace)
 		for _, scope := range []reconciler.Scope{reconciler.ScopeNamespaced, reconciler.ScopeCluster} {
 			b.Run(fmt.Sprintf("namespaces=%d/scope=%s", n, scope), func(b *testing.B) {
 				var w watchCounter
@@ -103,10 +103,10 @@ func (c *closeCounter) Close() error {
 }
 
 // scaleRig creates n namespaces, each with its fence and perNamespace
-// running sandboxes of gateway(n) admitted under it, straight through
+// running sandboxes of gateway gw admitted under it, straight through
 // the clientsets; no controller runs, so their status stays empty, which
 // the reconciler leaves alone.
-func scaleRig(b *testing.B, n, perNamespace int) (*rest.Config, []string) {
+func scaleRig(b testing.TB, gw string, n, perNamespace int) (*rest.Config, []string) {
 	b.Helper()
 	cfg := drivertest.Config(b)
 	cfg.QPS, cfg.Burst = -1, 0
@@ -136,7 +136,7 @@ func scaleRig(b *testing.B, n, perNamespace int) (*rest.Config, []string) {
 		for j := 0; j < perNamespace; j++ {
 			s := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{
 				Name:   fmt.Sprintf("sb-%d", j),
-				Labels: map[string]string{driver.LabelManagedBy: driver.DefaultDriverName, driver.LabelGateway: gateway(n)},
+				Labels: map[string]string{driver.LabelManagedBy: driver.DefaultDriverName, driver.LabelGateway: gw},
 				Annotations: map[string]string{
 					driver.AnnotationFenceUID:        string(np.UID),
 					driver.AnnotationFenceGeneration: strconv.FormatInt(np.Generation, 10),
@@ -154,7 +154,7 @@ func scaleRig(b *testing.B, n, perNamespace int) (*rest.Config, []string) {
 
 // each runs f for 0..n-1 on 32 goroutines and fails b with the first
 // error.
-func each(b *testing.B, n int, f func(i int) error) {
+func each(b testing.TB, n int, f func(i int) error) {
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	var next atomic.Int64

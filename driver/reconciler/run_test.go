@@ -3,10 +3,14 @@ package reconciler_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
@@ -335,4 +340,119 @@ func scopes(t *testing.T, test func(t *testing.T, scope reconciler.Option)) {
 	for _, s := range []reconciler.Scope{reconciler.ScopeNamespaced, reconciler.ScopeCluster} {
 		t.Run(s.String(), func(t *testing.T) { test(t, reconciler.WithScope(s)) })
 	}
+}
+
+// TestRelist: after the connection under the informers breaks, each
+// informer lists again once: one list of the whole gateway when it watches
+// the cluster, one per namespace otherwise. While it cannot, nothing is
+// written; once it has, a fence change is acted on.
+func TestRelist(t *testing.T) {
+	for _, scope := range []reconciler.Scope{reconciler.ScopeNamespaced, reconciler.ScopeCluster} {
+		t.Run(scope.String(), func(t *testing.T) { relist(t, scope) })
+	}
+}
+
+func relist(t *testing.T, scope reconciler.Scope) {
+	const n, perNamespace = 12, 50 // more sandboxes than a list page
+	gw := "relist-" + scope.String()
+	cfg, namespaces := scaleRig(t, gw, n, perNamespace)
+	u, err := url.Parse(cfg.Host)
+	require.NoError(t, err)
+	proxy, err := faultproxy.New(u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	_, port, _ := net.SplitHostPort(proxy.Addr())
+	viaProxy := rest.CopyConfig(cfg)
+	viaProxy.Host = "https://127.0.0.1:" + port
+	var lists listCounter
+	counter := drivertest.NewWrites()
+	viaProxy.Wrap(func(rt http.RoundTripper) http.RoundTripper { return lists.wrap(counter.Wrap(rt)) })
+	d, err := driver.New(viaProxy, gw, namespaces)
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	rec := newReconciler(t, d, reconciler.WithScope(scope), reconciler.WithPeriod(time.Hour))
+	runReconciler(t, rec)
+	require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond)
+	lists.reset()
+	counter.Reset()
+
+	proxy.SetFault(faultproxy.ResetBeforeForward)
+	proxy.ResetAll()
+	require.Eventually(t, func() bool { return lists.failed.Load() >= 2 }, drivertest.Settle, 10*time.Millisecond, "the informers try again")
+	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "nothing written while the caches cannot list")
+	proxy.SetFault(faultproxy.None)
+
+	per := 1
+	if scope == reconciler.ScopeNamespaced {
+		per = n
+	}
+	want := map[string]int64{"sandboxes": int64(per), "networkpolicies": int64(per)}
+	require.Eventually(t, func() bool { return maps.Equal(lists.done(), want) }, drivertest.Settle, 10*time.Millisecond, "every informer lists again")
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	moveFence(t, &drivertest.Rig{Cfg: cfg, CS: kube, NS: namespaces[0]})
+	sent := map[string]int{}
+	require.Eventually(t, func() bool {
+		for name, n := range counter.Reset() {
+			sent[name] += n
+		}
+		for i := 0; i < perNamespace; i++ {
+			if sent[fmt.Sprintf("sb-%d", i)] == 0 {
+				return false
+			}
+		}
+		return true
+	}, drivertest.Settle, 10*time.Millisecond, "the fence change is acted on")
+	counter.Settled(t)
+	for name, n := range counter.Reset() {
+		sent[name] += n
+	}
+	for i := 0; i < perNamespace; i++ {
+		assert.Equal(t, 1, sent[fmt.Sprintf("sb-%d", i)], "sb-%d suspended once", i)
+	}
+	assert.Equal(t, want, lists.done(), "one list per informer, no more")
+}
+
+// listCounter counts, per resource, the lists that succeeded (a LIST's
+// first page, or a watch that sends the initial state: client-go's
+// watch-list) and the list and watch requests that failed.
+type listCounter struct {
+	mu     sync.Mutex
+	lists  map[string]int64
+	failed atomic.Int64
+}
+
+func (l *listCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resource := req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
+		q := req.URL.Query()
+		informer := req.Method == http.MethodGet && (resource == "sandboxes" || resource == "networkpolicies")
+		resp, err := rt.RoundTrip(req)
+		switch {
+		case !informer:
+		case err != nil:
+			l.failed.Add(1)
+		case resp.StatusCode == http.StatusOK && q.Get("continue") == "" && (q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true"):
+			l.mu.Lock()
+			if l.lists == nil {
+				l.lists = map[string]int64{}
+			}
+			l.lists[resource]++
+			l.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+func (l *listCounter) done() map[string]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.lists)
+}
+
+func (l *listCounter) reset() {
+	l.mu.Lock()
+	l.lists = nil
+	l.mu.Unlock()
+	l.failed.Store(0)
 }
