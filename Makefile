@@ -97,8 +97,8 @@ bench: envtest agentsandbox
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) hack/benchratio.sh ./kubeadapter ClientGoBare ClientGoApplied
 	hack/benchratio.sh ./bench RecoveryClientGo RecoveryKubewire -n 5
 	$(GO) test -run '^$$' -bench IdleEdge -benchtime 3x ./bench
-	$(GO) test -run '^$$' -bench Pass -benchtime 5x -benchmem ./driver
-	$(TEST_ENV) $(GO) test -run '^$$' -bench 'RunIdle|FenceChange' -benchtime 1x -timeout 30m ./driver
+	$(GO) test -run '^$$' -bench Pass -benchtime 5x -benchmem ./driver/reconciler
+	$(TEST_ENV) $(GO) test -run '^$$' -bench 'RunIdle|FenceChange|Namespaces' -benchtime 1x -timeout 60m ./driver/reconciler
 
 fmt:
 	gofmt -w .
