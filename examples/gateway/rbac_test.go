@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
@@ -639,4 +640,79 @@ func (br boundRule) attributes() []authorizationv1.ResourceAttributes {
 		}
 	}
 	return out
+}
+
+// TestRBACReadme checks the README's table of the gateway's RBAC against
+// the manifests in rbac/.
+func TestRBACReadme(t *testing.T) {
+	want, err := rbacTable()
+	require.NoError(t, err)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(readme), want), "README.md lacks the table of rbac/*.yaml, which is:\n%s", want)
+}
+
+// rbacTable renders the rules of the manifests in rbac/ as a Markdown
+// table, a row per rule: Roles of one name, which must have the same
+// rules in every namespace, make one row each.
+func rbacTable() (string, error) {
+	var b strings.Builder
+	b.WriteString("| `-scope` | granted by | API group | resources | verbs |\n|---|---|---|---|---|\n")
+	row := func(scope, by string, r rbacv1.PolicyRule) {
+		groups := make([]string, len(r.APIGroups))
+		for i, g := range r.APIGroups {
+			groups[i] = "`" + g + "`"
+			if g == "" {
+				groups[i] = "core"
+			}
+		}
+		res := "`" + strings.Join(r.Resources, "`, `") + "`"
+		if len(r.ResourceNames) > 0 {
+			res += " named `" + strings.Join(r.ResourceNames, "`, `") + "`"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", scope, by, strings.Join(groups, ", "), res, strings.Join(r.Verbs, ", "))
+	}
+	for _, f := range []struct{ file, scope string }{
+		{"namespaced.yaml", "namespaced"},
+		{"cluster.yaml", "cluster"},
+		{"v1alpha1.yaml", "either, on agent-sandbox v0.4.x"},
+	} {
+		m, err := readRBAC(filepath.Join("rbac", f.file))
+		if err != nil {
+			return "", err
+		}
+		if _, err := m.rules(); err != nil {
+			return "", fmt.Errorf("%s: %w", f.file, err)
+		}
+		for _, r := range m.ClusterRoles {
+			for _, rule := range r.Rules {
+				row(f.scope, "ClusterRole `"+r.Name+"`", rule)
+			}
+		}
+		var names []string
+		where := map[string][]string{}
+		for _, r := range m.Roles {
+			if !slices.Contains(names, r.Name) {
+				names = append(names, r.Name)
+			}
+			where[r.Name] = append(where[r.Name], r.Namespace)
+		}
+		for _, name := range names {
+			var rules []rbacv1.PolicyRule
+			for _, r := range m.Roles {
+				if r.Name != name {
+					continue
+				}
+				if rules == nil {
+					rules = r.Rules
+				} else if !equality.Semantic.DeepEqual(rules, r.Rules) {
+					return "", fmt.Errorf("%s: Role %s has other rules in %s", f.file, name, r.Namespace)
+				}
+			}
+			for _, rule := range rules {
+				row(f.scope, "Role `"+name+"` in "+strings.Join(where[name], ", "), rule)
+			}
+		}
+	}
+	return b.String(), nil
 }
