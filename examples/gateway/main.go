@@ -10,6 +10,11 @@
 // takes over within the lease duration when it goes away. -once runs one
 // reconcile pass and exits.
 //
+// -scope chooses the reconciler's watches: namespaced opens two per
+// namespace, cluster two for all namespaces, auto (the default) cluster
+// from 10 namespaces when RBAC allows it. rbac/ holds the RBAC of each
+// mode; TestRBAC runs the gateway under exactly that.
+//
 // Routes:
 //
 //	GET    /v1/namespaces/{ns}/sandboxes               list
@@ -86,6 +91,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	leaseNS := fs.String("lease-namespace", "", "namespace of the leader election Lease (default: the first -namespace)")
 	leaseName := fs.String("lease-name", "", "name of the leader election Lease (default: <gateway>-reconciler)")
 	once := fs.Bool("once", false, "run one reconcile pass and exit")
+	scope := scopeFlag(reconciler.ScopeAuto)
+	fs.Var(&scope, "scope", "the reconciler's watches: namespaced (per namespace), cluster (one for all namespaces; needs a ClusterRole), or auto: cluster from 10 namespaces if RBAC allows it")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -108,7 +115,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	defer d.Close()
-	opts := []reconciler.Option{reconciler.WithPeriod(*period), reconciler.WithObserver(rm), reconciler.WithQueueMetrics(rm)}
+	opts := []reconciler.Option{reconciler.WithPeriod(*period), reconciler.WithScope(reconciler.Scope(scope)),
+		reconciler.WithObserver(rm), reconciler.WithQueueMetrics(rm)}
 	if *replicas > 1 {
 		le := reconciler.LeaderElection{Namespace: *leaseNS, Name: *leaseName}
 		if le.Namespace == "" {
@@ -172,6 +180,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// scopeFlag is -scope: a [reconciler.Scope] by its name.
+type scopeFlag reconciler.Scope
+
+func (s *scopeFlag) String() string { return reconciler.Scope(*s).String() }
+
+func (s *scopeFlag) Set(v string) error {
+	for _, sc := range []reconciler.Scope{reconciler.ScopeAuto, reconciler.ScopeNamespaced, reconciler.ScopeCluster} {
+		if v == sc.String() {
+			*s = scopeFlag(sc)
+			return nil
+		}
+	}
+	return errors.New("want auto, namespaced or cluster")
 }
 
 // sandbox is the JSON view of a driver.Sandbox.

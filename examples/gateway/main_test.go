@@ -270,6 +270,9 @@ func TestRunBadFlags(t *testing.T) {
 	errOut.Reset()
 	assert.Equal(t, 2, run(context.Background(), []string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-replicas", "2", "-lease-name", "Bad_Name"}, &errOut))
 	assert.Contains(t, errOut.String(), `reconciler: WithLeaderElection Name "Bad_Name" is not a valid object name`)
+	errOut.Reset()
+	assert.Equal(t, 2, run(context.Background(), []string{"-scope", "clusterwide"}, &errOut))
+	assert.Contains(t, errOut.String(), `invalid value "clusterwide" for flag -scope: want auto, namespaced or cluster`)
 }
 
 // TestTwoReplicas runs two gateways as replicas of one: they elect a
