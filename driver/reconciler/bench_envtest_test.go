@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
-	"github.com/kubewire/kubewire/driver/reconciler"
 )
 
 // requestCounter counts every request at a driver's transport.
@@ -146,71 +144,6 @@ func BenchmarkRunIdle(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(requests)/float64(b.N)*float64(time.Minute/idle), "requests/idle-min")
 			b.ReportMetric(perSandbox, "heap-B/sandbox")
-		})
-	}
-}
-
-// BenchmarkFenceChange: the time from a fence change to every running
-// sandbox of the namespace suspended, for the event-driven reconciler and
-// for the polling Pass, on a real API server, with the write limit lifted
-// so that the measurement is the mechanism, not the limit.
-func BenchmarkFenceChange(b *testing.B) {
-	const n = 10000
-	for _, mode := range []string{"events", "polling-pass"} {
-		b.Run(fmt.Sprintf("mode=%s/sandboxes=%d", mode, n), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				cfg, ns, _, _ := benchRig(b, n)
-				var patched atomic.Int64
-				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-					return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
-						resp, err := rt.RoundTrip(req)
-						if err == nil && req.Method == http.MethodPatch && resp.StatusCode == http.StatusOK {
-							patched.Add(1)
-						}
-						return resp, err
-					})
-				})
-				d, err := driver.New(cfg, "gw", []string{ns})
-				if err != nil {
-					b.Fatal(err)
-				}
-				rec := newReconciler(b, d, reconciler.WithWriteLimit(float64(rate.Inf), 1), reconciler.WithPeriod(time.Hour))
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				if mode == "events" {
-					go func() { done <- rec.Run(ctx) }()
-					for !rec.Synced() {
-						time.Sleep(10 * time.Millisecond)
-					}
-				}
-				kube := mustKube(b, cfg)
-				np, err := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, "Ingress")
-				b.StartTimer()
-				if _, err := kube.NetworkingV1().NetworkPolicies(ns).Update(ctx, np, metav1.UpdateOptions{}); err != nil {
-					b.Fatal(err)
-				}
-				if mode == "polling-pass" {
-					if _, err := rec.Pass(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
-				// Every sandbox is suspended by one successful PATCH.
-				for patched.Load() < n {
-					time.Sleep(10 * time.Millisecond)
-				}
-				b.StopTimer()
-				if mode == "events" {
-					cancel()
-					<-done
-				}
-				cancel()
-				d.Close()
-			}
 		})
 	}
 }

@@ -1,0 +1,478 @@
+package reconciler_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/driver/reconciler"
+)
+
+// BenchmarkFenceChangeCeiling: a fence change over 10,000 running
+// sandboxes, suspended by the event-driven reconciler (ns/op: from the
+// fence Update to the last sandbox PATCH answered), beside the ceiling:
+// plain client-go sending the same PATCHes from a list taken before the
+// clock starts, with as many workers as the reconciler has by default
+// (raw-ns/op). ceiling-ratio is raw/reconciler over every iteration: 1 is
+// the ceiling. first-patch is from the Update returning to the
+// reconciler's first sandbox PATCH (below zero if the watch event beat
+// the Update's answer); over 5 runs (-benchtime 5x) its p99 is the
+// slowest. Client QPS and the reconciler's write limit are lifted. One rig
+// serves every iteration: between the modes the sandboxes are admitted
+// again.
+func BenchmarkFenceChangeCeiling(b *testing.B) {
+	rg := sharedFenceRig(b, 10000)
+	var raw, rec time.Duration
+	var first []time.Duration
+	var events int64
+	b.ResetTimer()
+	b.StopTimer()
+	for i := 0; i < b.N; i++ {
+		r := rg.rawSuspend(b, nil)
+		s := rg.reconcilerSuspend(b)
+		b.Logf("run %d: raw-patch %s, reconciler %s, fence to first PATCH %s, Event writes %d", i+1,
+			r.Round(time.Millisecond), s.took.Round(time.Millisecond), s.first.Round(time.Microsecond), s.events)
+		raw += r
+		rec += s.took
+		first = append(first, s.first)
+		events += s.events
+	}
+	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/op")
+	b.ReportMetric(float64(raw)/float64(rec), "ceiling-ratio")
+	b.ReportMetric(ms(percentile(first, 0.50)), "first-patch-p50-ms")
+	b.ReportMetric(ms(percentile(first, 0.99)), "first-patch-p99-ms")
+	b.ReportMetric(float64(events)/float64(b.N), "event-writes/op")
+}
+
+// BenchmarkFenceChange: the same fence change, suspended by one polling
+// Pass (the -once mode), which lists and then patches one sandbox at a
+// time.
+func BenchmarkFenceChange(b *testing.B) {
+	rg := sharedFenceRig(b, 10000)
+	b.Run(fmt.Sprintf("mode=polling-pass/sandboxes=%d", rg.n), func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			rg.admit(b)
+			d, err := driver.New(rg.cfg, "gw", []string{rg.ns})
+			require.NoError(b, err)
+			rec := newReconciler(b, d, reconciler.WithWriteLimit(float64(rate.Inf), 1))
+			np := rg.nextFence(b)
+			b.StartTimer()
+			rg.updateFence(b, np)
+			stats, err := rec.Pass(context.Background())
+			b.StopTimer()
+			d.Close()
+			require.NoError(b, err)
+			rg.running = false
+			require.Equal(b, rg.n, stats.Actions)
+		}
+	})
+}
+
+// BenchmarkRawSuspendEvents: the ceiling of a suspension that also
+// records one Warning Event, as the reconciler does: the raw PATCHes of
+// BenchmarkFenceChangeCeiling, each followed by an Event through
+// client-go's events broadcaster, which writes it in the background, as
+// the driver's recorder does. ns/op is from the first PATCH to the last
+// answered; raw-ns/op and ceiling-ratio are BenchmarkFenceChangeCeiling's,
+// with this in place of the reconciler.
+func BenchmarkRawSuspendEvents(b *testing.B) {
+	rg := sharedFenceRig(b, 10000)
+	scheme := runtime.NewScheme()
+	require.NoError(b, sandboxv1beta1.AddToScheme(scheme))
+	b.StopTimer()
+	var raw, took time.Duration
+	for i := 0; i < b.N; i++ {
+		raw += rg.rawSuspend(b, nil)
+		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: rg.kube.EventsV1()})
+		ctx, cancel := context.WithCancel(context.Background())
+		require.NoError(b, broadcaster.StartRecordingToSinkWithContext(ctx))
+		rec := broadcaster.NewRecorder(scheme, "kubewire-bench")
+		took += rg.rawSuspend(b, func(s *sandboxv1beta1.Sandbox) {
+			rec.Eventf(s, nil, corev1.EventTypeWarning, "StaleFence", "Suspend", "%s", "namespace workload fence generation changed; suspending stale boundary")
+		})
+		broadcaster.Shutdown()
+		cancel()
+	}
+	b.ReportMetric(float64(took.Nanoseconds())/float64(b.N), "ns/op")
+	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/op")
+	b.ReportMetric(float64(raw)/float64(took), "ceiling-ratio")
+}
+
+// fenceRig is n sandboxes of one namespace (benchRig's) and what the
+// benchmarks know of them: the fence they are admitted under and whether
+// they still run.
+type fenceRig struct {
+	cfg     *rest.Config
+	ns      string
+	n       int
+	cs      versioned.Interface
+	kube    kubernetes.Interface
+	fence   driver.Fence
+	running bool
+}
+
+var fenceRigs struct {
+	sync.Mutex
+	m map[int]*fenceRig
+}
+
+// sharedFenceRig builds the rig of n sandboxes once per process: the
+// testing package calls a benchmark function again for each b.N it
+// tries, and building 10,000 sandboxes takes longer than suspending them.
+func sharedFenceRig(b *testing.B, n int) *fenceRig {
+	b.Helper()
+	fenceRigs.Lock()
+	defer fenceRigs.Unlock()
+	if rg := fenceRigs.m[n]; rg != nil {
+		return rg
+	}
+	start := time.Now()
+	cfg, ns, cs, fence := benchRig(b, n)
+	b.Logf("rig: %d sandboxes created in %s", n, time.Since(start).Round(time.Millisecond))
+	rg := &fenceRig{cfg: cfg, ns: ns, n: n, cs: cs, kube: mustKube(b, cfg), fence: fence, running: true}
+	if fenceRigs.m == nil {
+		fenceRigs.m = map[int]*fenceRig{}
+	}
+	fenceRigs.m[n] = rg
+	return rg
+}
+
+// admit makes every sandbox run under the current fence again, as the
+// driver's Start records it (without a bootstrap, which the reconciler
+// would time), by the same raw PATCHes, off the clock. Admitting in place
+// rather than building a second set keeps both modes on the same objects.
+func (rg *fenceRig) admit(b *testing.B) {
+	b.Helper()
+	if rg.running {
+		return
+	}
+	refs := rg.list(b)
+	require.NoError(b, rg.patchAll(refs, admitWorkers, func(rv string) []byte { return admitBody(rv, rg.fence) }, nil))
+	rg.running = true
+}
+
+// rawSuspend is the ceiling: every sandbox suspended by plain client-go,
+// then, if not nil, called with each answer.
+func (rg *fenceRig) rawSuspend(b *testing.B, then func(*sandboxv1beta1.Sandbox)) time.Duration {
+	b.Helper()
+	rg.admit(b)
+	refs := rg.list(b)
+	start := time.Now()
+	err := rg.patchAll(refs, reconciler.DefaultWorkers, suspendBody, then)
+	took := time.Since(start)
+	require.NoError(b, err)
+	rg.running = false
+	return took
+}
+
+// fenceRun is one fence change the reconciler acted on.
+type fenceRun struct {
+	// took is from the fence Update to the last sandbox PATCH answered.
+	took time.Duration
+	// first is from the Update returning to the first PATCH sent.
+	first time.Duration
+	// events counts the Event writes the reconciler sent meanwhile, one
+	// per suspension, which the ceiling does not send.
+	events int64
+}
+
+// reconcilerSuspend runs a reconciler over the running sandboxes and
+// changes the fence once it is idle. The clock runs from the Update to the
+// last answer.
+func (rg *fenceRig) reconcilerSuspend(b *testing.B) fenceRun {
+	b.Helper()
+	rg.admit(b)
+	cfg := rest.CopyConfig(rg.cfg)
+	w := newPatchWatch(rg.n)
+	cfg.Wrap(w.wrap)
+	d, err := driver.New(cfg, "gw", []string{rg.ns})
+	require.NoError(b, err)
+	defer d.Close()
+	var q queueWatch
+	rec := newReconciler(b, d, reconciler.WithWriteLimit(float64(rate.Inf), 1), reconciler.WithPeriod(time.Hour), reconciler.WithQueueMetrics(&q))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	// Run queues every cached sandbox once synced; the fence changes once
+	// the workers found them all converged.
+	require.Eventually(b, func() bool { return q.idle(rg.n) }, time.Minute, 5*time.Millisecond, "the reconciler never went idle")
+	require.Zero(b, w.sent.Load(), "the reconciler patched before the fence changed")
+	np := rg.nextFence(b)
+	b.StartTimer()
+	start := time.Now()
+	rg.updateFence(b, np)
+	changed := time.Now()
+	select {
+	case <-w.done:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("%d of %d sandboxes suspended after 5m", w.ok.Load(), rg.n)
+	}
+	took := time.Since(start)
+	b.StopTimer()
+	events := w.events.Load()
+	rg.running = false
+	require.Zero(b, w.refused.Load(), "sandbox PATCHes refused")
+	at, body := w.firstPatch()
+	var sent struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	require.NoError(b, json.Unmarshal(body, &sent))
+	require.Equal(b, string(suspendBody(sent.Metadata.ResourceVersion)), string(body), "the raw mode sends the reconciler's patch")
+	return fenceRun{took: took, first: at.Sub(changed), events: events}
+}
+
+// nextFence returns the fence policy with its spec changed, off the clock.
+func (rg *fenceRig) nextFence(b *testing.B) *networkingv1.NetworkPolicy {
+	b.Helper()
+	np, err := rg.kube.NetworkingV1().NetworkPolicies(rg.ns).Get(context.Background(), driver.DefaultFenceName, metav1.GetOptions{})
+	require.NoError(b, err)
+	// At most two policy types: toggle Ingress beside the fence's Egress.
+	if len(np.Spec.PolicyTypes) == 1 {
+		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+	} else {
+		np.Spec.PolicyTypes = np.Spec.PolicyTypes[:1]
+	}
+	return np
+}
+
+// updateFence writes np: every sandbox's recorded fence is now stale.
+func (rg *fenceRig) updateFence(b *testing.B, np *networkingv1.NetworkPolicy) {
+	b.Helper()
+	out, err := rg.kube.NetworkingV1().NetworkPolicies(rg.ns).Update(context.Background(), np, metav1.UpdateOptions{})
+	require.NoError(b, err)
+	require.NotEqual(b, rg.fence.Generation, out.Generation)
+	rg.fence = driver.Fence{UID: out.UID, Generation: out.Generation}
+}
+
+type sandboxRef struct{ name, rv string }
+
+// list reads every sandbox's name and resourceVersion, 500 a page.
+func (rg *fenceRig) list(b *testing.B) []sandboxRef {
+	b.Helper()
+	var refs []sandboxRef
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		l, err := rg.cs.AgentsV1beta1().Sandboxes(rg.ns).List(context.Background(), opts)
+		require.NoError(b, err)
+		for _, s := range l.Items {
+			refs = append(refs, sandboxRef{s.Name, s.ResourceVersion})
+		}
+		if opts.Continue = l.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	require.Len(b, refs, rg.n)
+	return refs
+}
+
+// admitWorkers admit faster than the reconciler's workers suspend: the
+// admission is off the clock.
+const admitWorkers = 32
+
+// patchAll sends body(rv) to every sandbox of refs as a JSON merge patch,
+// from workers goroutines, calling then, if not nil, with each answer, and
+// returns the first error.
+func (rg *fenceRig) patchAll(refs []sandboxRef, workers int, body func(rv string) []byte, then func(*sandboxv1beta1.Sandbox)) error {
+	client := rg.cs.AgentsV1beta1().Sandboxes(rg.ns)
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(refs)) || failed.Load() != nil {
+					return
+				}
+				out, err := client.Patch(context.Background(), refs[i].name, types.MergePatchType, body(refs[i].rv), metav1.PatchOptions{})
+				if err != nil {
+					failed.CompareAndSwap(nil, err)
+					return
+				}
+				if then != nil {
+					then(out)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// mergePatch mirrors the driver's patch of a v1beta1 Sandbox
+// (driver/convert.go): the field order and omissions are its own, so that
+// the bytes are the same; reconcilerSuspend checks them.
+type mergePatch struct {
+	Metadata struct {
+		ResourceVersion string             `json:"resourceVersion"`
+		Annotations     map[string]*string `json:"annotations,omitempty"`
+	} `json:"metadata"`
+	Spec struct {
+		OperatingMode sandboxv1beta1.SandboxOperatingMode `json:"operatingMode,omitempty"`
+	} `json:"spec"`
+}
+
+// suspendBody is the driver's suspendPatch, guarded by rv.
+func suspendBody(rv string) []byte {
+	var p mergePatch
+	p.Metadata.ResourceVersion = rv
+	p.Metadata.Annotations = map[string]*string{driver.AnnotationBootstrap: nil}
+	p.Spec.OperatingMode = sandboxv1beta1.SandboxOperatingModeSuspended
+	return mustJSON(p)
+}
+
+// admitBody records fence and sets the sandbox running.
+func admitBody(rv string, fence driver.Fence) []byte {
+	var p mergePatch
+	uid, gen := string(fence.UID), strconv.FormatInt(fence.Generation, 10)
+	p.Metadata.ResourceVersion = rv
+	p.Metadata.Annotations = map[string]*string{driver.AnnotationFenceUID: &uid, driver.AnnotationFenceGeneration: &gen}
+	p.Spec.OperatingMode = sandboxv1beta1.SandboxOperatingModeRunning
+	return mustJSON(p)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// patchWatch watches a driver's sandbox PATCHes: when the first was sent,
+// the body of the first, how many were answered 200 (done closes at n) and
+// how many were not; and how many Event writes it sent.
+type patchWatch struct {
+	n       int64
+	events  atomic.Int64
+	sent    atomic.Int64
+	ok      atomic.Int64
+	refused atomic.Int64
+	done    chan struct{}
+
+	mu        sync.Mutex
+	firstAt   time.Time
+	firstBody []byte
+}
+
+func newPatchWatch(n int) *patchWatch { return &patchWatch{n: int64(n), done: make(chan struct{})} }
+
+func (w *patchWatch) wrap(rt http.RoundTripper) http.RoundTripper {
+	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if strings.HasPrefix(req.URL.Path, "/apis/events.k8s.io/") {
+			w.events.Add(1)
+		}
+		if req.Method != http.MethodPatch || !strings.Contains(req.URL.Path, "/sandboxes/") {
+			return rt.RoundTrip(req)
+		}
+		if w.sent.Add(1) == 1 {
+			w.keep(time.Now(), req)
+		}
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			if resp.StatusCode == http.StatusOK {
+				if w.ok.Add(1) == w.n {
+					close(w.done)
+				}
+			} else {
+				w.refused.Add(1)
+			}
+		}
+		return resp, err
+	})
+}
+
+// keep records when the first PATCH was sent and copies its body through
+// GetBody, leaving the request's own alone.
+func (w *patchWatch) keep(at time.Time, req *http.Request) {
+	var body []byte
+	if req.GetBody != nil {
+		if rc, err := req.GetBody(); err == nil {
+			body, _ = io.ReadAll(rc)
+			rc.Close()
+		}
+	}
+	w.mu.Lock()
+	w.firstAt, w.firstBody = at, body
+	w.mu.Unlock()
+}
+
+// firstPatch returns when the first PATCH was sent, and its body.
+func (w *patchWatch) firstPatch() (time.Time, []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.firstAt, bytes.Clone(w.firstBody)
+}
+
+// queueWatch is a workqueue.MetricsProvider that tells when the queue is
+// idle: every item added has been taken and done.
+type queueWatch struct{ adds, depth, done atomic.Int64 }
+
+func (q *queueWatch) idle(n int) bool {
+	adds := q.adds.Load()
+	return adds >= int64(n) && q.depth.Load() == 0 && q.done.Load() == adds
+}
+
+type gauge struct{ v *atomic.Int64 }
+
+func (g gauge) Inc()            { g.v.Add(1) }
+func (g gauge) Dec()            { g.v.Add(-1) }
+func (g gauge) Observe(float64) { g.v.Add(1) }
+func (gauge) Set(float64)       {}
+
+func (q *queueWatch) NewDepthMetric(string) workqueue.GaugeMetric  { return gauge{&q.depth} }
+func (q *queueWatch) NewAddsMetric(string) workqueue.CounterMetric { return gauge{&q.adds} }
+func (q *queueWatch) NewLatencyMetric(string) workqueue.HistogramMetric {
+	return gauge{new(atomic.Int64)}
+}
+
+// NewWorkDurationMetric is observed once per item done.
+func (q *queueWatch) NewWorkDurationMetric(string) workqueue.HistogramMetric {
+	return gauge{&q.done}
+}
+
+func (q *queueWatch) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return gauge{new(atomic.Int64)}
+}
+
+func (q *queueWatch) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return gauge{new(atomic.Int64)}
+}
+
+func (q *queueWatch) NewRetriesMetric(string) workqueue.CounterMetric {
+	return gauge{new(atomic.Int64)}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
