@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -97,21 +98,36 @@ func (c *caches) fenceInformer(scope string) cache.SharedIndexInformer {
 	_, kube := c.core.Clients()
 	policies := kube.NetworkingV1().NetworkPolicies(scope)
 	byName := fields.OneTermEqualSelector("metadata.name", c.fenceName).String()
+	// The fences are known once a list has its last page, or a watch that
+	// sends the initial state (client-go's watch-list) has sent all of
+	// it; a watch that resumes from a resourceVersion is known at once.
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
 			l, err := policies.List(ctx, o)
-			c.setFenceErr(scope, err)
+			switch {
+			case err != nil:
+				c.setFenceErr(scope, err)
+			case l.Continue == "":
+				c.setFenceErr(scope, nil)
+			}
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = byName
+			initial := o.SendInitialEvents != nil && *o.SendInitialEvents
 			w, err := policies.Watch(ctx, o)
-			c.setFenceErr(scope, err)
+			if err != nil || !initial {
+				c.setFenceErr(scope, err)
+			}
 			if err != nil {
 				return nil, err
 			}
-			return observe(w, func() { c.setFenceErr(scope, errWatchEnded) }), nil
+			return observe(w, func(e watch.Event) {
+				if initial && initialEventsEnd(e) {
+					c.setFenceErr(scope, nil)
+				}
+			}, func() { c.setFenceErr(scope, errWatchEnded) }), nil
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, &networkingv1.NetworkPolicy{}, 0, cache.Indexers{})
@@ -177,8 +193,9 @@ func (c *caches) setFenceErr(scope string, err error) {
 	}
 }
 
-// observed is a watch that calls ended once its result channel closes,
-// for whatever reason: a timeout, a broken connection, or Stop.
+// observed is a watch that calls delivered with each event the reflector
+// has taken, and ended once its result channel closes, for whatever
+// reason: a timeout, a broken connection, or Stop.
 type observed struct {
 	watch.Interface
 	ch   chan watch.Event
@@ -186,7 +203,7 @@ type observed struct {
 	once sync.Once
 }
 
-func observe(w watch.Interface, ended func()) watch.Interface {
+func observe(w watch.Interface, delivered func(watch.Event), ended func()) watch.Interface {
 	o := &observed{Interface: w, ch: make(chan watch.Event), stop: make(chan struct{})}
 	go func() {
 		defer close(o.ch)
@@ -194,12 +211,23 @@ func observe(w watch.Interface, ended func()) watch.Interface {
 		for e := range w.ResultChan() {
 			select {
 			case o.ch <- e:
+				delivered(e)
 			case <-o.stop:
 				return
 			}
 		}
 	}()
 	return o
+}
+
+// initialEventsEnd reports whether e is the bookmark that ends a
+// watch-list's initial state.
+func initialEventsEnd(e watch.Event) bool {
+	if e.Type != watch.Bookmark {
+		return false
+	}
+	m, err := meta.Accessor(e.Object)
+	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
 }
 
 func (o *observed) ResultChan() <-chan watch.Event { return o.ch }
