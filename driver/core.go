@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
@@ -64,14 +66,24 @@ func (c core) Lean(o any) (any, error) {
 		return o, nil
 	}
 	s.Conditions, s.labels = nil, nil
-	return &cached{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion}, view: s}, nil
+	return &cached{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion}, view: s}, nil
 }
 
 // cached is a Sandbox as the reconciler's cache keeps it: its view, and of
-// its metadata what the informer's store keys it by.
+// its metadata what the informer's store keys it by and client-go's
+// consistency checks compare (the uid). It is a runtime.Object, as those
+// checks require of every cached object.
 type cached struct {
 	metav1.ObjectMeta
 	view Sandbox
+}
+
+func (e *cached) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+func (e *cached) DeepCopyObject() runtime.Object {
+	out := &cached{view: e.view}
+	e.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return out
 }
 
 func (c core) ReadFence(ctx context.Context, ns string) (Fence, bool, error) {

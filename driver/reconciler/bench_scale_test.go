@@ -82,7 +82,7 @@ func (w *watchCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		w.requests.Add(1)
 		resp, err := rt.RoundTrip(req)
-		if err != nil || req.URL.Query().Get("watch") != "true" {
+		if err != nil || !watching(req.URL.Query()) {
 			return resp, err
 		}
 		w.open.Add(1)

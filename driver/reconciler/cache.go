@@ -38,6 +38,8 @@ type caches struct {
 	fences    map[string]cache.SharedIndexInformer
 	factories []externalversions.SharedInformerFactory
 	fenceName string
+	// running counts the fence informers' goroutines.
+	running sync.WaitGroup
 
 	mu sync.Mutex
 	// fenceErr holds, per scope, why the fences are unknown: the fence
@@ -45,6 +47,9 @@ type caches struct {
 	// listed or watched again. While it is set nothing is decided from
 	// them, whatever the cache still holds.
 	fenceErr map[string]error
+	// calls numbers, per scope, the fence informer's lists and watches, so
+	// that a stopped watch's late word does not undo a newer call's.
+	calls map[string]uint64
 	// known is called for each namespace whose fence becomes known again.
 	known func(ns string)
 }
@@ -53,7 +58,7 @@ func newCaches(cr core, version string, namespaces []string, cluster bool) *cach
 	c := &caches{
 		core: cr, cluster: cluster, served: namespaces, serves: map[string]bool{},
 		sandboxes: map[string]cache.SharedIndexInformer{}, fences: map[string]cache.SharedIndexInformer{},
-		fenceName: cr.FenceName(), fenceErr: map[string]error{},
+		fenceName: cr.FenceName(), fenceErr: map[string]error{}, calls: map[string]uint64{},
 	}
 	scopes := namespaces
 	if cluster {
@@ -101,33 +106,40 @@ func (c *caches) fenceInformer(scope string) cache.SharedIndexInformer {
 	// The fences are known once a list has its last page, or a watch that
 	// sends the initial state (client-go's watch-list) has sent all of
 	// it; a watch that resumes from a resourceVersion is known at once.
+	// The informer's indexer takes a re-listed state a moment later: until
+	// then a worker may read the state before the break, which cannot
+	// suspend a sandbox wrongly (an absent fence or another uid is read
+	// again from the API server; an older generation decides nothing),
+	// and the replace queues the namespace again.
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
+			call := c.call(scope)
 			l, err := policies.List(ctx, o)
 			switch {
 			case err != nil:
-				c.setFenceErr(scope, err)
+				c.setFenceErr(scope, call, err)
 			case l.Continue == "":
-				c.setFenceErr(scope, nil)
+				c.setFenceErr(scope, call, nil)
 			}
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = byName
 			initial := o.SendInitialEvents != nil && *o.SendInitialEvents
+			call := c.call(scope)
 			w, err := policies.Watch(ctx, o)
 			if err != nil || !initial {
-				c.setFenceErr(scope, err)
+				c.setFenceErr(scope, call, err)
 			}
 			if err != nil {
 				return nil, err
 			}
 			return observe(w, func(e watch.Event) {
 				if initial && initialEventsEnd(e) {
-					c.setFenceErr(scope, nil)
+					c.setFenceErr(scope, call, nil)
 				}
-			}, func() { c.setFenceErr(scope, errWatchEnded) }), nil
+			}, func() { c.setFenceErr(scope, call, errWatchEnded) }), nil
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, &networkingv1.NetworkPolicy{}, 0, cache.Indexers{})
@@ -137,7 +149,7 @@ func (c *caches) fenceInformer(scope string) cache.SharedIndexInformer {
 		if where == metav1.NamespaceAll {
 			where = "every namespace"
 		}
-		c.setFenceErr(scope, fmt.Errorf("fences %s of %s: watch: %w", c.fenceName, where, err))
+		c.setFenceErr(scope, c.latest(scope), fmt.Errorf("fences %s of %s: watch: %w", c.fenceName, where, err))
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
 	return inf
@@ -171,8 +183,29 @@ func leanFence(o any) (any, error) {
 
 var errWatchEnded = errors.New("the fence watch ended; waiting for the informer to list or watch again")
 
-func (c *caches) setFenceErr(scope string, err error) {
+// call numbers a new list or watch of scope's fences.
+func (c *caches) call(scope string) uint64 {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[scope]++
+	return c.calls[scope]
+}
+
+// latest is the number of scope's last list or watch.
+func (c *caches) latest(scope string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[scope]
+}
+
+// setFenceErr records what call learnt of scope's fences, unless a newer
+// list or watch has begun since.
+func (c *caches) setFenceErr(scope string, call uint64, err error) {
+	c.mu.Lock()
+	if c.calls[scope] != call {
+		c.mu.Unlock()
+		return
+	}
 	_, was := c.fenceErr[scope]
 	if err != nil {
 		c.fenceErr[scope] = err
@@ -242,7 +275,8 @@ func (o *observed) Stop() {
 func (c *caches) start(ctx context.Context) error {
 	var synced []cache.InformerSynced
 	for scope := range c.fences {
-		go c.fences[scope].RunWithContext(ctx)
+		inf := c.fences[scope]
+		c.running.Go(func() { inf.RunWithContext(ctx) })
 		synced = append(synced, c.fences[scope].HasSynced, c.sandboxes[scope].HasSynced)
 	}
 	for _, f := range c.factories {
@@ -259,6 +293,7 @@ func (c *caches) shutdown() {
 	for _, f := range c.factories {
 		f.Shutdown()
 	}
+	c.running.Wait()
 }
 
 // fence returns what the cache knows of ns's fence. Absent means the API

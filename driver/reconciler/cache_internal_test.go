@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -35,6 +36,7 @@ func TestInitialEventsEnd(t *testing.T) {
 		seen = append(seen, known.Load())
 	}
 	<-ended
+	require.Len(t, seen, 3)
 	assert.Equal(t, []int32{0, 0}, seen[:2], "nothing known while the reflector takes the initial state")
 	assert.Equal(t, int32(1), known.Load(), "known once the reflector has the bookmark that ends it")
 }

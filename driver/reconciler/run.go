@@ -12,7 +12,7 @@ import (
 
 // Run reconciles until ctx is done, driven by events, and returns ctx's
 // error. It probes the served Sandbox version, starts informers for the
-// gateway's sandboxes and each namespace's fence, and waits for their
+// gateway's sandboxes and fences ([WithScope]), and waits for their
 // caches to sync: until then nothing is decided. A fence event queues every
 // sandbox of its namespace; a sandbox event queues that sandbox; every
 // period (jittered) the resync queues every cached sandbox. Workers take

@@ -23,8 +23,10 @@ const (
 	// namespace. It needs only namespaced RBAC: a Role in each namespace.
 	ScopeNamespaced
 	// ScopeCluster opens one Sandbox watch and one fence watch for the
-	// whole gateway, label- and field-selected, and keeps only the served
-	// namespaces' objects. It needs a ClusterRole for list and watch.
+	// whole gateway, label- and field-selected. Of the objects it sees in
+	// namespaces the driver does not serve (sandboxes of the gateway's
+	// label, fences of the same name) it keeps only their keys. It needs
+	// a ClusterRole for list and watch.
 	ScopeCluster
 )
 
@@ -76,20 +78,18 @@ func (r *Reconciler) clusterScope(ctx context.Context) bool {
 			res.Verb = verb
 			review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
 				&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &res}}, metav1.CreateOptions{})
-			if err != nil || !review.Status.Allowed {
+			if err != nil {
+				r.log.Error(err, "watching each namespace: could not ask whether this client may watch the whole cluster",
+					"namespaces", n, "verb", verb, "group", res.Group, "resource", res.Resource)
+				return false
+			}
+			if !review.Status.Allowed {
 				r.log.Info("watching each namespace: this client may not watch the whole cluster",
-					"namespaces", n, "verb", verb, "group", res.Group, "resource", res.Resource, "error", errString(err))
+					"namespaces", n, "verb", verb, "group", res.Group, "resource", res.Resource, "reason", review.Status.Reason)
 				return false
 			}
 		}
 	}
 	r.log.V(1).Info("watching the whole cluster", "namespaces", n)
 	return true
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	leaseName := fs.String("lease-name", "", "name of the leader election Lease (default: <gateway>-reconciler)")
 	once := fs.Bool("once", false, "run one reconcile pass and exit")
 	scope := scopeFlag(reconciler.ScopeAuto)
-	fs.Var(&scope, "scope", "the reconciler's watches: namespaced (per namespace), cluster (one for all namespaces; needs a ClusterRole), or auto: cluster from 10 namespaces if RBAC allows it")
+	fs.Var(&scope, "scope", fmt.Sprintf("the reconciler's watches: namespaced (per namespace), cluster (one for all namespaces; needs a ClusterRole), or auto: cluster from %d namespaces if RBAC allows it (default auto)", reconciler.DefaultClusterThreshold))
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
