@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,27 +122,9 @@ func BenchmarkRunIdle(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer d.Close()
-			before := heap()
-			rec := newReconciler(b, d)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- rec.Run(ctx) }()
-			defer func() { cancel(); <-done }()
-			for !rec.Synced() {
-				time.Sleep(10 * time.Millisecond)
-			}
-			perSandbox := float64(heap()-before) / float64(n)
-			const idle = 10 * time.Second
-			b.ResetTimer()
-			var requests int64
-			for i := 0; i < b.N; i++ {
-				start := count.n.Load()
-				time.Sleep(idle) // the measurement is what an idle reconciler sends
-				requests += count.n.Load() - start
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(requests)/float64(b.N)*float64(time.Minute/idle), "requests/idle-min")
-			b.ReportMetric(perSandbox, "heap-B/sandbox")
+			idle := runIdle(b, d, count.n.Load, nil)
+			b.ReportMetric(idle.perMinute, "requests/idle-min")
+			b.ReportMetric(float64(idle.held)/float64(n), "heap-B/sandbox")
 		})
 	}
 }

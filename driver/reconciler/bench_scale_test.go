@@ -44,34 +44,55 @@ func BenchmarkNamespaces(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer d.Close()
-				before := heap()
-				rec := newReconciler(b, d, reconciler.WithScope(scope))
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				go func() { done <- rec.Run(ctx) }()
-				defer func() { cancel(); <-done }()
-				start := time.Now()
-				for !rec.Synced() {
-					time.Sleep(10 * time.Millisecond)
-				}
-				synced := time.Since(start)
-				held := float64(heap()-before) / (1 << 20)
-				const idle = 10 * time.Second
-				b.ResetTimer()
-				var requests int64
-				for i := 0; i < b.N; i++ {
-					from := w.requests.Load()
-					time.Sleep(idle) // the measurement is what an idle reconciler sends
-					requests += w.requests.Load() - from
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(w.open.Load()), "watches")
-				b.ReportMetric(held, "heap-MB")
-				b.ReportMetric(float64(requests)/float64(b.N)*float64(time.Minute/idle), "requests/idle-min")
-				b.ReportMetric(synced.Seconds(), "sync-s")
+				idle := runIdle(b, d, w.requests.Load, w.open.Load, reconciler.WithScope(scope))
+				b.ReportMetric(float64(idle.watches), "watches")
+				b.ReportMetric(float64(idle.held)/(1<<20), "heap-MB")
+				b.ReportMetric(idle.perMinute, "requests/idle-min")
+				b.ReportMetric(idle.synced.Seconds(), "sync-s")
 			})
 		}
 	}
+}
+
+// idle is what runIdle measured.
+type idle struct {
+	synced    time.Duration // from Run to its caches synced
+	held      uint64        // heap the running reconciler holds
+	perMinute float64       // requests an idle minute sends, counted by sent
+	watches   int64         // open at the end, counted by open if not nil
+}
+
+// runIdle runs a reconciler of d, measures it and stops it: each of b.N
+// iterations idles 10 seconds.
+func runIdle(b *testing.B, d *driver.Driver, sent, open func() int64, opts ...reconciler.Option) idle {
+	before := heap()
+	rec := newReconciler(b, d, opts...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	start := time.Now()
+	for !rec.Synced() {
+		if time.Since(start) > 10*time.Minute {
+			b.Fatal("the caches did not sync in 10 minutes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	m := idle{synced: time.Since(start), held: heap() - before}
+	const period = 10 * time.Second
+	b.ResetTimer()
+	var requests int64
+	for i := 0; i < b.N; i++ {
+		from := sent()
+		time.Sleep(period) // the measurement is what an idle reconciler sends
+		requests += sent() - from
+	}
+	b.StopTimer()
+	m.perMinute = float64(requests) / float64(b.N) * float64(time.Minute/period)
+	if open != nil {
+		m.watches = open()
+	}
+	return m
 }
 
 // watchCounter counts the requests through a transport and the watches
