@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
@@ -477,4 +479,34 @@ func (l *listCounter) reset() {
 	l.mu.Lock()
 	l.lists, l.failed = nil, nil
 	l.mu.Unlock()
+}
+
+// TestClusterScopeServesItsNamespaces: a cluster-wide watch also sees the
+// gateway's sandboxes and the fences of namespaces the driver does not
+// serve; a fence change there touches nothing, and one in a served
+// namespace suspends only its own sandboxes.
+func TestClusterScopeServesItsNamespaces(t *testing.T) {
+	cfg, namespaces := scaleRig(t, "served", 2, 3)
+	served, other := namespaces[0], namespaces[1]
+	d, err := driver.New(cfg, "served", []string{served})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	rec := newReconciler(t, d, reconciler.WithScope(reconciler.ScopeCluster), reconciler.WithPeriod(time.Hour))
+	runReconciler(t, rec)
+	require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond)
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	cs, err := versioned.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	moveFence(t, &drivertest.Rig{Cfg: cfg, CS: kube, NS: other})
+	moveFence(t, &drivertest.Rig{Cfg: cfg, CS: kube, NS: served})
+	waitFor(t, d, served, []string{"sb-0", "sb-1", "sb-2"}, "suspended", suspended)
+	list, err := cs.AgentsV1beta1().Sandboxes(other).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 3)
+	for _, s := range list.Items {
+		assert.NotEqual(t, sandboxv1beta1.SandboxOperatingModeSuspended, s.Spec.OperatingMode, "%s/%s is not the driver's to suspend", other, s.Name)
+		assert.NotContains(t, s.Annotations, driver.AnnotationBootstrap)
+	}
 }
