@@ -3,7 +3,6 @@ package reconciler_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"runtime"
 	"strconv"
 	"sync"
@@ -20,16 +19,6 @@ import (
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
 )
-
-// requestCounter counts every request at a driver's transport.
-type requestCounter struct{ n atomic.Int64 }
-
-func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
-		c.n.Add(1)
-		return rt.RoundTrip(req)
-	})
-}
 
 // benchRig creates n running sandboxes of gateway "gw" in a fresh
 // namespace, admitted under the namespace's fence, straight through the
@@ -115,14 +104,14 @@ func BenchmarkRunIdle(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("sandboxes=%d", n), func(b *testing.B) {
 			cfg, ns, _, _ := benchRig(b, n)
-			var count requestCounter
+			var count watchCounter
 			cfg.Wrap(count.wrap)
 			d, err := driver.New(cfg, "gw", []string{ns})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer d.Close()
-			idle := runIdle(b, d, count.n.Load, nil)
+			idle := runIdle(b, d, count.requests.Load, nil)
 			b.ReportMetric(idle.perMinute, "requests/idle-min")
 			b.ReportMetric(float64(idle.held)/float64(n), "heap-B/sandbox")
 		})

@@ -114,11 +114,11 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // driven by the fence's watch event, not by a period.
 func TestRunFenceChange(t *testing.T) { scopes(t, runFenceChange) }
 
-func runFenceChange(t *testing.T, scope reconciler.Option) {
+func runFenceChange(t *testing.T, scope reconciler.Scope) {
 	r := drivertest.CurrentRig(t)
 	const n = 20
 	names, counter, d := counted(t, r, n)
-	rec := newReconciler(t, d, scope, reconciler.WithPeriod(time.Hour))
+	rec := newReconciler(t, d, reconciler.WithScope(scope), reconciler.WithPeriod(time.Hour))
 	runReconciler(t, rec)
 	waitFor(t, d, r.NS, names, "admitted", bootstrapDone)
 	s, err := d.Get(context.Background(), r.NS, names[0])
@@ -147,7 +147,7 @@ func runFenceChange(t *testing.T, scope reconciler.Option) {
 // once, and the API server refuses none for a stale resourceVersion.
 func TestRunSeedRegression(t *testing.T) { scopes(t, runSeedRegression) }
 
-func runSeedRegression(t *testing.T, scope reconciler.Option) {
+func runSeedRegression(t *testing.T, scope reconciler.Scope) {
 	r := drivertest.CurrentRig(t)
 	plain := r.Driver(t, nil)
 	names := admitted(t, r, plain, "sb", 5)
@@ -159,7 +159,7 @@ func runSeedRegression(t *testing.T, scope reconciler.Option) {
 	var l drivertest.Logs
 	d := r.Driver(t, counter, driver.WithLogger(l.Logger()))
 	m, reg := metrics(t)
-	rec := newReconciler(t, d, scope, reconciler.WithPeriod(time.Second), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
+	rec := newReconciler(t, d, reconciler.WithScope(scope), reconciler.WithPeriod(time.Second), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
 	runReconciler(t, rec)
 	waitFor(t, d, r.NS, names[:2], "admitted", bootstrapDone)
 	counter.Settled(t)
@@ -198,7 +198,7 @@ const resynced = "resync queued every cached sandbox"
 // made afterwards; no sandbox is patched twice for one transition.
 func TestLeaderElection(t *testing.T) { scopes(t, leaderElection) }
 
-func leaderElection(t *testing.T, scope reconciler.Option) {
+func leaderElection(t *testing.T, scope reconciler.Scope) {
 	r := drivertest.CurrentRig(t)
 	plain := r.Driver(t, nil)
 	lease := func(id string) reconciler.LeaderElection {
@@ -213,7 +213,7 @@ func leaderElection(t *testing.T, scope reconciler.Option) {
 	var replicas []*replica
 	for _, id := range []string{"a", "b"} {
 		c := drivertest.NewWrites()
-		rec := newReconciler(t, r.Driver(t, c), scope, reconciler.WithPeriod(time.Hour), reconciler.WithLeaderElection(lease(id)))
+		rec := newReconciler(t, r.Driver(t, c), reconciler.WithScope(scope), reconciler.WithPeriod(time.Hour), reconciler.WithLeaderElection(lease(id)))
 		replicas = append(replicas, &replica{counter: c, rec: rec, stop: runReconciler(t, rec)})
 	}
 	var leader, follower *replica
@@ -276,7 +276,7 @@ func leaderElection(t *testing.T, scope reconciler.Option) {
 // on: every running sandbox is suspended.
 func TestWatchBreak(t *testing.T) { scopes(t, watchBreak) }
 
-func watchBreak(t *testing.T, scope reconciler.Option) {
+func watchBreak(t *testing.T, scope reconciler.Scope) {
 	r := drivertest.CurrentRig(t)
 	names := admitted(t, r, r.Driver(t, nil), "sb", 3)
 	u, err := url.Parse(r.Cfg.Host)
@@ -291,7 +291,7 @@ func watchBreak(t *testing.T, scope reconciler.Option) {
 	counter := drivertest.NewWrites()
 	d := viaProxy.Driver(t, counter)
 	unknown := make(chan error, 100)
-	rec := newReconciler(t, d, scope, reconciler.WithPeriod(time.Second), reconciler.WithObserver(reconciler.ObserverFuncs{
+	rec := newReconciler(t, d, reconciler.WithScope(scope), reconciler.WithPeriod(time.Second), reconciler.WithObserver(reconciler.ObserverFuncs{
 		Action: func(ev reconciler.ActionEvent) {
 			if ev.Err != nil {
 				select {
@@ -337,9 +337,9 @@ func watchBreak(t *testing.T, scope reconciler.Option) {
 
 // scopes runs test with the reconciler watching each namespace, and the
 // whole cluster.
-func scopes(t *testing.T, test func(t *testing.T, scope reconciler.Option)) {
+func scopes(t *testing.T, test func(t *testing.T, scope reconciler.Scope)) {
 	for _, s := range []reconciler.Scope{reconciler.ScopeNamespaced, reconciler.ScopeCluster} {
-		t.Run(s.String(), func(t *testing.T) { test(t, reconciler.WithScope(s)) })
+		t.Run(s.String(), func(t *testing.T) { test(t, s) })
 	}
 }
 
@@ -348,11 +348,7 @@ func scopes(t *testing.T, test func(t *testing.T, scope reconciler.Option)) {
 // watches the cluster, one per namespace otherwise; a fence informer lists
 // at most once (client-go resumes a watch where it can). While they
 // cannot, nothing is written; once they have, a fence change is acted on.
-func TestRelist(t *testing.T) {
-	for _, scope := range []reconciler.Scope{reconciler.ScopeNamespaced, reconciler.ScopeCluster} {
-		t.Run(scope.String(), func(t *testing.T) { relist(t, scope) })
-	}
-}
+func TestRelist(t *testing.T) { scopes(t, relist) }
 
 func relist(t *testing.T, scope reconciler.Scope) {
 	const n, perNamespace = 12, 50 // more sandboxes than a list page
