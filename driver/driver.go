@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -83,7 +84,7 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 	if d.kube, err = kubernetes.NewForConfigAndClient(rc, hc); err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
 	}
-	d.events = newRecorder(d.kube, d.opts.driverName)
+	d.events = newRecorder(d.kube, d.opts.driverName, rate.NewLimiter(rate.Limit(d.opts.eventQPS), d.opts.eventBurst), d.opts.logger)
 	return d, nil
 }
 

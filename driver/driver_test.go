@@ -3,6 +3,8 @@ package driver_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -99,6 +101,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	assert.EqualError(t, err, `driver: namespace "Team_A" is not a valid namespace name`)
 	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithPageSize(0))
 	assert.EqualError(t, err, "driver: WithPageSize must be positive, got 0")
+	for _, qps := range []float64{0, -1, math.NaN()} {
+		_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithEventLimit(qps, 1))
+		assert.EqualError(t, err, fmt.Sprintf("driver: WithEventLimit qps must be positive, got %v", qps))
+	}
+	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithEventLimit(math.Inf(1), 0))
+	assert.EqualError(t, err, "driver: WithEventLimit burst must be at least 1, got 0")
+	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithEventLimit(math.Inf(1), 1))
+	assert.NoError(t, err)
 	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(0)))
 	assert.EqualError(t, err, "kubeadapter: WithTimeout must be positive, got 0s")
 	// kubectl proxy serves plain http: no HTTP/2, so no HTTP/2 health check.

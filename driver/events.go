@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync"
 
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,18 +28,34 @@ var scheme = func() *runtime.Scheme {
 
 // recorder records events.k8s.io/v1 Events through client-go's event
 // machinery, which writes them in the background and folds repeats of one
-// Event into a series instead of creating new objects. It starts with the
-// first Event, so a driver that records none runs no goroutine.
+// Event into a series instead of creating new objects. Events reach it at
+// the rate of its limiter, in the order recorded; the rest wait in pending.
+// It starts with the first Event, so a driver that records none runs no
+// goroutine.
 type recorder struct {
 	kube      kubernetes.Interface
 	component string
+	limiter   *rate.Limiter
+	log       logr.Logger
 
 	mu          sync.Mutex
+	pending     []event
+	wake        chan struct{}
 	broadcaster events.EventBroadcaster
 	rec         events.EventRecorder
 	sink        *trackedSink
 	stop        context.CancelFunc
-	closed      bool
+	// stopPump stops the goroutine that hands pending Events to rec;
+	// pumped is closed when it has returned.
+	stopPump context.CancelFunc
+	pumped   chan struct{}
+	closed   bool
+}
+
+// event is one Event waiting for the limiter.
+type event struct {
+	regarding            runtime.Object
+	reason, action, note string
 }
 
 // trackedSink counts the Event writes under way, so that shutdown can let
@@ -90,8 +109,8 @@ func (s *trackedSink) wait() {
 	}
 }
 
-func newRecorder(kube kubernetes.Interface, component string) *recorder {
-	return &recorder{kube: kube, component: component}
+func newRecorder(kube kubernetes.Interface, component string, limiter *rate.Limiter, log logr.Logger) *recorder {
+	return &recorder{kube: kube, component: component, limiter: limiter, log: log, wake: make(chan struct{}, 1)}
 }
 
 // warn records a Warning Event about s.
@@ -109,25 +128,80 @@ func (r *recorder) warn(s Sandbox, reason, action, note string) {
 		// It fails only if called twice.
 		_ = r.broadcaster.StartRecordingToSinkWithContext(ctx)
 		r.rec = r.broadcaster.NewRecorder(scheme, r.component)
+		pump, stopPump := context.WithCancel(context.Background())
+		r.stopPump, r.pumped = stopPump, make(chan struct{})
+		go r.pump(pump)
 	}
-	r.rec.Eventf(regarding(s), nil, corev1.EventTypeWarning, reason, action, "%s", note)
+	r.pending = append(r.pending, event{regarding: regarding(s), reason: reason, action: action, note: note})
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pump hands the pending Events to client-go's recorder, oldest first, as
+// fast as the limiter lets it, until ctx is done.
+func (r *recorder) pump(ctx context.Context) {
+	defer close(r.pumped)
+	for {
+		if !r.waiting() {
+			select {
+			case <-r.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		// Take the token first: an Event still pending when ctx ends is
+		// one shutdown counts as dropped.
+		if r.limiter.Wait(ctx) != nil {
+			return
+		}
+		r.mu.Lock()
+		if len(r.pending) == 0 {
+			r.mu.Unlock()
+			continue
+		}
+		e := r.pending[0]
+		r.pending[0] = event{}
+		if r.pending = r.pending[1:]; len(r.pending) == 0 {
+			r.pending = nil
+		}
+		r.mu.Unlock()
+		r.rec.Eventf(e.regarding, nil, corev1.EventTypeWarning, e.reason, e.action, "%s", e.note)
+	}
+}
+
+func (r *recorder) waiting() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending) > 0
 }
 
 // shutdown stops the recorder. It lets the Event writes under way finish
 // (each is bounded by the client's per-request timeout) and drops the Events
-// whose write has not begun.
+// whose write has not begun, logging how many still waited for the limiter.
 func (r *recorder) shutdown() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
+	if r.closed || r.broadcaster == nil {
+		r.closed = true
+		r.mu.Unlock()
 		return
 	}
 	r.closed = true
-	if r.broadcaster != nil {
-		r.broadcaster.Shutdown()
-		r.sink.wait()
-		r.stop()
+	r.mu.Unlock()
+	r.stopPump()
+	<-r.pumped
+	r.mu.Lock()
+	n := len(r.pending)
+	r.pending = nil
+	r.mu.Unlock()
+	if n > 0 {
+		r.log.Info("driver closed: dropped Events not yet written", "count", n)
 	}
+	r.broadcaster.Shutdown()
+	r.sink.wait()
+	r.stop()
 }
 
 // regarding returns the typed object an Event about s refers to.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubewire/kubewire/kubeadapter"
@@ -14,6 +15,13 @@ const (
 	DefaultDriverName = "kubewire-driver"
 	DefaultFenceName  = "sandbox-workload-fence"
 	DefaultPageSize   = 500
+
+	// DefaultEventQPS and DefaultEventBurst bound the rate of Event
+	// writes, as the kubelet's eventRecordQPS and eventBurst do, and at
+	// the reconciler's default write limit: a fence change over many
+	// sandboxes suspends them first and records why after.
+	DefaultEventQPS   = 50
+	DefaultEventBurst = 100
 )
 
 // Option configures [New].
@@ -31,10 +39,13 @@ type options struct {
 	pageSize   int64
 	logger     logr.Logger
 	adapter    []kubeadapter.Option
+	eventQPS   float64
+	eventBurst int
 }
 
 func defaultOptions() options {
-	return options{driverName: DefaultDriverName, fenceName: DefaultFenceName, pageSize: DefaultPageSize, logger: logr.Discard()}
+	return options{driverName: DefaultDriverName, fenceName: DefaultFenceName, pageSize: DefaultPageSize, logger: logr.Discard(),
+		eventQPS: DefaultEventQPS, eventBurst: DefaultEventBurst}
 }
 
 // WithDriverName sets the value of the app.kubernetes.io/managed-by label
@@ -70,6 +81,30 @@ func WithPageSize(n int64) Option {
 			return fmt.Errorf("driver: WithPageSize must be positive, got %d", n)
 		}
 		o.pageSize = n
+		return nil
+	})
+}
+
+// WithEventLimit bounds the rate of the driver's Event writes to qps per
+// second with bursts of burst. Default: [DefaultEventQPS],
+// [DefaultEventBurst]. Events beyond it wait, in order, and are written
+// later; none is dropped before [Driver.Close]. A qps of rate.Inf (or
+// +Inf) removes the bound. qps must be positive and burst at least 1.
+//
+// Events share the API server with the writes they explain: unbounded, a
+// fence change over n sandboxes sends n Event creates beside the n
+// suspensions, and they slow the suspensions down.
+func WithEventLimit(qps float64, burst int) Option {
+	return optionFunc(func(o *options) error {
+		switch {
+		case !(qps > 0):
+			return fmt.Errorf("driver: WithEventLimit qps must be positive, got %v", qps)
+		case burst < 1:
+			return fmt.Errorf("driver: WithEventLimit burst must be at least 1, got %d", burst)
+		}
+		// rate.Limiter knows only rate.Inf as no limit; +Inf would
+		// make NaN tokens.
+		o.eventQPS, o.eventBurst = min(qps, float64(rate.Inf)), burst
 		return nil
 	})
 }

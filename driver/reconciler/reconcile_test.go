@@ -100,6 +100,39 @@ func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
 	}
 }
 
+// TestEventLimit: Events wait for the driver's event limit, so that the
+// suspensions they explain do not wait for them, and none is lost while
+// the driver runs. Five suspensions under a burst of 2: at a rate of one
+// token per eleven days, all five PATCHes are sent, two Events are
+// written, and Close drops the other three and says so; at 20 a second,
+// all five are written.
+func TestEventLimit(t *testing.T) {
+	suspend := func(t *testing.T, qps float64) (*drivertest.APIServer, *drivertest.Logs, *driver.Driver) {
+		a := drivertest.StaleFixture(t, "v1beta1", true)
+		l := new(drivertest.Logs)
+		d := drivertest.NewDriver(t, a, l, driver.WithEventLimit(qps, 2))
+		stats, err := newReconciler(t, d).Pass(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 5, stats.Actions)
+		assert.Equal(t, 5, a.Count("PATCH patch"))
+		return a, l, d
+	}
+	t.Run("close drops what waits", func(t *testing.T) {
+		a, l, d := suspend(t, 1e-6)
+		assert.Eventually(t, func() bool { return a.Count("POST event") == 2 }, 10*time.Second, 10*time.Millisecond)
+		d.Close()
+		assert.Equal(t, 2, a.Count("POST event"), "an Event beyond the limit was written")
+		assert.Equal(t, 1, l.Count(`"msg"="driver closed: dropped Events not yet written" "count"=3`))
+	})
+	t.Run("all are written", func(t *testing.T) {
+		a, l, d := suspend(t, 20)
+		assert.Eventually(t, func() bool { return a.Count("POST event") == 5 }, 10*time.Second, 10*time.Millisecond)
+		d.Close()
+		assert.Equal(t, 5, a.Count("POST event"))
+		assert.Zero(t, l.Count("dropped Events"))
+	})
+}
+
 // TestUnknownIsNotAbsent: when the API server fails the LIST, the fence
 // read, or times out, nothing is suspended; the next pass recovers.
 func TestUnknownIsNotAbsent(t *testing.T) {
