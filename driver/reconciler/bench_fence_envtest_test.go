@@ -42,8 +42,10 @@ import (
 // the ceiling. first-patch is from the Update returning to the
 // reconciler's first sandbox PATCH (below zero if the watch event beat
 // the Update's answer); over 5 runs (-benchtime 5x) its p99 is the
-// slowest. Client QPS and the reconciler's write limit are lifted. One rig
-// serves every iteration: between the modes the sandboxes are admitted
+// slowest. Client QPS and the reconciler's write limit are lifted; the
+// driver's Events keep their default limit (driver.DefaultEventQPS), and
+// event-writes/op counts those sent by the last suspension's answer. One
+// rig serves every iteration: between the modes the sandboxes are admitted
 // again.
 func BenchmarkFenceChangeCeiling(b *testing.B) {
 	rg := sharedFenceRig(b, 10000)
@@ -95,10 +97,10 @@ func BenchmarkFenceChange(b *testing.B) {
 }
 
 // BenchmarkRawSuspendEvents: the ceiling of a suspension that also
-// records one Warning Event, as the reconciler does: the raw PATCHes of
+// records one Warning Event with no limit on Events: the raw PATCHes of
 // BenchmarkFenceChangeCeiling, each followed by an Event through
-// client-go's events broadcaster, which writes it in the background, as
-// the driver's recorder does. ns/op is from the first PATCH to the last
+// client-go's events broadcaster, which writes each in the background as
+// soon as it is recorded. It prices what driver.WithEventLimit bounds. ns/op is from the first PATCH to the last
 // answered; raw-ns/op and ceiling-ratio are BenchmarkFenceChangeCeiling's,
 // with this in place of the reconciler.
 func BenchmarkRawSuspendEvents(b *testing.B) {
@@ -197,8 +199,8 @@ type fenceRun struct {
 	took time.Duration
 	// first is from the Update returning to the first PATCH sent.
 	first time.Duration
-	// events counts the Event writes the reconciler sent meanwhile, one
-	// per suspension, which the ceiling does not send.
+	// events counts the Event writes the reconciler sent meanwhile, at
+	// most one per suspension, which the ceiling does not send.
 	events int64
 }
 
