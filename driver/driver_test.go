@@ -158,6 +158,25 @@ func TestGetNotFound(t *testing.T) {
 	assert.Contains(t, err.Error(), "driver: get sandbox team-a/missing: not found")
 }
 
+// TestForbidden: a 403 from the authorizer is KindForbidden, not
+// internal, and keeps the API server's message, which names what RBAC
+// lacks.
+func TestForbidden(t *testing.T) {
+	a := drivertest.StaleFixture(t, "v1beta1", true)
+	const msg = `sandboxes.agents.x-k8s.io "sb-0" is forbidden: User "gateway" cannot patch resource "sandboxes" in API group "agents.x-k8s.io" in the namespace "team-a"`
+	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPatch {
+			return false
+		}
+		drivertest.Status(w, http.StatusForbidden, "Forbidden", msg)
+		return true
+	}
+	_, err := drivertest.NewDriver(t, a, nil).Stop(context.Background(), "team-a", "sb-0")
+	require.Error(t, err)
+	assert.Equal(t, driver.KindForbidden, driver.KindOf(err))
+	assert.Equal(t, "driver: stop sandbox team-a/sb-0: forbidden: "+msg, err.Error())
+}
+
 // TestErrorKeepsChain: a timeout keeps context.DeadlineExceeded, the
 // kubewire timeout error and the connection facts in the driver's error.
 func TestErrorKeepsChain(t *testing.T) {

@@ -28,6 +28,10 @@ const (
 	KindInvalidArgument
 	// KindInternal: anything else the API server answered.
 	KindInternal
+	// KindForbidden: the API server's authorizer refused the driver (403
+	// Forbidden): its RBAC lacks the verb. The error's message, the API
+	// server's, names the user, verb and resource.
+	KindForbidden
 )
 
 func (k Kind) String() string {
@@ -46,6 +50,8 @@ func (k Kind) String() string {
 		return "invalid argument"
 	case KindInternal:
 		return "internal"
+	case KindForbidden:
+		return "forbidden"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -112,6 +118,8 @@ func kindFor(err error) Kind {
 		return KindAlreadyExists
 	case apierrors.IsConflict(err):
 		return KindConflict
+	case apierrors.IsForbidden(err):
+		return KindForbidden
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return KindInvalidArgument
 	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsServiceUnavailable(err), apierrors.IsTooManyRequests(err):

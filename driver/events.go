@@ -28,15 +28,17 @@ var scheme = func() *runtime.Scheme {
 
 // recorder records events.k8s.io/v1 Events through client-go's event
 // machinery, which writes them in the background and folds repeats of one
-// Event into a series instead of creating new objects. Events reach it at
-// the rate of its limiter, in the order recorded; the rest wait in pending.
-// It starts with the first Event, so a driver that records none runs no
-// goroutine.
+// Event into a series instead of creating new objects. Events reach it in
+// the order recorded, at the rate of its limiter and only while none of
+// the driver's sandbox writes is in flight: the writes an Event explains
+// go first. The rest wait in pending. It starts with the first Event, so
+// a driver that records none runs no goroutine.
 type recorder struct {
 	kube      kubernetes.Interface
 	component string
 	limiter   *rate.Limiter
 	log       logr.Logger
+	writes    writes
 
 	mu          sync.Mutex
 	pending     []event
@@ -110,7 +112,48 @@ func (s *trackedSink) wait() {
 }
 
 func newRecorder(kube kubernetes.Interface, component string, limiter *rate.Limiter, log logr.Logger) *recorder {
-	return &recorder{kube: kube, component: component, limiter: limiter, log: log, wake: make(chan struct{}, 1)}
+	r := &recorder{kube: kube, component: component, limiter: limiter, log: log, wake: make(chan struct{}, 1)}
+	r.writes.idle = make(chan struct{})
+	close(r.writes.idle)
+	return r
+}
+
+// writes counts the driver's sandbox writes in flight; idle is closed
+// while there are none.
+type writes struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{}
+}
+
+// begin counts a write in flight until the function it returns is called.
+func (w *writes) begin() (end func()) {
+	w.mu.Lock()
+	if w.n == 0 {
+		w.idle = make(chan struct{})
+	}
+	w.n++
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		if w.n--; w.n == 0 {
+			close(w.idle)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// wait returns when no write is in flight, or ctx is done.
+func (w *writes) wait(ctx context.Context) error {
+	w.mu.Lock()
+	idle := w.idle
+	w.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // warn records a Warning Event about s.
@@ -152,9 +195,9 @@ func (r *recorder) pump(ctx context.Context) {
 				return
 			}
 		}
-		// Take the token first: an Event still pending when ctx ends is
-		// one shutdown counts as dropped.
-		if r.limiter.Wait(ctx) != nil {
+		// Take the token and the turn first: an Event still pending when
+		// ctx ends is one shutdown counts as dropped.
+		if r.limiter.Wait(ctx) != nil || r.writes.wait(ctx) != nil {
 			return
 		}
 		r.mu.Lock()

@@ -73,7 +73,9 @@ func (d *Driver) Create(ctx context.Context, ns, name string, spec CreateSpec) (
 			AnnotationBootstrap:       time.Now().UTC().Format(time.RFC3339),
 		},
 	}
+	end := d.events.writes.begin()
 	s, err := client.create(ctx, meta, tmpl)
+	end()
 	if err != nil {
 		return Sandbox{}, wrap(op, ns, name, err)
 	}
@@ -254,7 +256,9 @@ func (d *Driver) Delete(ctx context.Context, ns, name string) error {
 	if err != nil {
 		return wrap(op, ns, name, err)
 	}
+	end := d.events.writes.begin()
 	err = client.delete(ctx, ns, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+	end()
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil

@@ -41,7 +41,9 @@ func (d *Driver) update(ctx context.Context, op, ns, name string, current *Sandb
 		if err != nil {
 			return Sandbox{}, wrap(op, ns, name, err)
 		}
+		end := d.events.writes.begin()
 		out, err := client.mergePatch(ctx, ns, name, body)
+		end()
 		if apierrors.IsConflict(err) {
 			continue
 		}
