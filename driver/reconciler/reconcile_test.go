@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -131,6 +132,39 @@ func TestEventLimit(t *testing.T) {
 		assert.Equal(t, 5, a.Count("POST event"))
 		assert.Zero(t, l.Count("dropped Events"))
 	})
+}
+
+// TestEventsYieldToWrites: an Event waits while one of the driver's
+// sandbox writes is in flight. A Delete is held at the API server while a
+// pass suspends five sandboxes: no Event is written until it is answered,
+// then all five are.
+func TestEventsYieldToWrites(t *testing.T) {
+	a := drivertest.StaleFixture(t, "v1beta1", true)
+	a.AddSandbox("team-b", "sb-gone", false, "fence-b", 2)
+	held, release := make(chan struct{}), make(chan struct{})
+	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodDelete {
+			return false
+		}
+		close(held)
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Success","code":200}`)
+		return true
+	}
+	d := drivertest.NewDriver(t, a, nil)
+	deleted := make(chan error, 1)
+	go func() { deleted <- d.Delete(context.Background(), "team-b", "sb-gone") }()
+	<-held
+	stats, err := newReconciler(t, d).Pass(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 5, stats.Actions)
+	// Nothing to wait for but the absence of a write: a short look.
+	time.Sleep(200 * time.Millisecond)
+	assert.Zero(t, a.Count("POST event"), "an Event was written while a write was in flight")
+	close(release)
+	require.NoError(t, <-deleted)
+	assert.Eventually(t, func() bool { return a.Count("POST event") == 5 }, 10*time.Second, 10*time.Millisecond)
 }
 
 // TestUnknownIsNotAbsent: when the API server fails the LIST, the fence
