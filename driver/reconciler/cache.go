@@ -352,6 +352,11 @@ func (c *caches) keys(ns string) []types.NamespacedName {
 // included.
 func keyOf(o any) (types.NamespacedName, bool) {
 	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		if _, ok := t.Obj.(metav1.Object); !ok {
+			// A tombstone without its object still has its key.
+			ns, name, err := cache.SplitMetaNamespaceKey(t.Key)
+			return types.NamespacedName{Namespace: ns, Name: name}, err == nil && name != ""
+		}
 		o = t.Obj
 	}
 	m, ok := o.(metav1.Object)
