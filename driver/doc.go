@@ -52,5 +52,10 @@
 //
 // Events are events.k8s.io/v1 Events written by client-go's recorder
 // (k8s.io/client-go/tools/events) in the background; repeats of one Event
-// become a series. [Driver.Close] stops it.
+// become a series. They wait for the writes they explain: the driver hands
+// one to the recorder only while none of its sandbox writes is in flight,
+// and at most at the rate of [WithEventLimit], so that the Events of a
+// fence change over many sandboxes do not slow its suspensions down. An
+// Event's time is when it is handed over.
+// [Driver.Close] stops the recorder and drops the Events still waiting.
 package driver

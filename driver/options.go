@@ -88,8 +88,10 @@ func WithPageSize(n int64) Option {
 // WithEventLimit bounds the rate of the driver's Event writes to qps per
 // second with bursts of burst. Default: [DefaultEventQPS],
 // [DefaultEventBurst]. Events beyond it wait, in order, and are written
-// later; none is dropped before [Driver.Close]. A qps of rate.Inf (or
-// +Inf) removes the bound. qps must be positive and burst at least 1.
+// later; none is dropped before [Driver.Close]. They also wait while a
+// sandbox write of the driver is in flight (see Events in the package
+// doc). A qps of rate.Inf (or +Inf) removes the bound. qps must be
+// positive and burst at least 1.
 //
 // Events share the API server with the writes they explain: unbounded, a
 // fence change over n sandboxes sends n Event creates beside the n
