@@ -28,9 +28,10 @@ const (
 	KindInvalidArgument
 	// KindInternal: anything else the API server answered.
 	KindInternal
-	// KindForbidden: the API server's authorizer refused the driver (403
-	// Forbidden): its RBAC lacks the verb. The error's message, the API
-	// server's, names the user, verb and resource.
+	// KindForbidden: the API server refused the request (403 Forbidden):
+	// its authorizer (RBAC lacks the verb) or an admission check (a quota,
+	// a namespace being deleted). The error's message, the API server's,
+	// says which.
 	KindForbidden
 )
 

@@ -73,9 +73,10 @@ func (d *Driver) Create(ctx context.Context, ns, name string, spec CreateSpec) (
 			AnnotationBootstrap:       time.Now().UTC().Format(time.RFC3339),
 		},
 	}
-	end := d.events.writes.begin()
-	s, err := client.create(ctx, meta, tmpl)
-	end()
+	s, err := func() (Sandbox, error) {
+		defer d.events.writes.begin()()
+		return client.create(ctx, meta, tmpl)
+	}()
 	if err != nil {
 		return Sandbox{}, wrap(op, ns, name, err)
 	}
@@ -256,9 +257,10 @@ func (d *Driver) Delete(ctx context.Context, ns, name string) error {
 	if err != nil {
 		return wrap(op, ns, name, err)
 	}
-	end := d.events.writes.begin()
-	err = client.delete(ctx, ns, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
-	end()
+	err = func() error {
+		defer d.events.writes.begin()()
+		return client.delete(ctx, ns, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+	}()
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil

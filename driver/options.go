@@ -17,9 +17,9 @@ const (
 	DefaultPageSize   = 500
 
 	// DefaultEventQPS and DefaultEventBurst bound the rate of Event
-	// writes, as the kubelet's eventRecordQPS and eventBurst do, and at
-	// the reconciler's default write limit: a fence change over many
-	// sandboxes suspends them first and records why after.
+	// writes, as the kubelet's eventRecordQPS and eventBurst do; they are
+	// the reconciler's default write limit too, so that at its default a
+	// fence change's Events keep up with its suspensions.
 	DefaultEventQPS   = 50
 	DefaultEventBurst = 100
 )
@@ -87,8 +87,9 @@ func WithPageSize(n int64) Option {
 
 // WithEventLimit bounds the rate of the driver's Event writes to qps per
 // second with bursts of burst. Default: [DefaultEventQPS],
-// [DefaultEventBurst]. Events beyond it wait, in order, and are written
-// later; none is dropped before [Driver.Close]. They also wait while a
+// [DefaultEventBurst]. Events beyond it wait and are handed to
+// client-go's recorder later, in the order recorded; it writes them
+// concurrently, and drops one it cannot write. They also wait while a
 // sandbox write of the driver is in flight (see Events in the package
 // doc). A qps of rate.Inf (or +Inf) removes the bound. qps must be
 // positive and burst at least 1.

@@ -355,7 +355,7 @@ func keyOf(o any) (types.NamespacedName, bool) {
 		if _, ok := t.Obj.(metav1.Object); !ok {
 			// A tombstone without its object still has its key.
 			ns, name, err := cache.SplitMetaNamespaceKey(t.Key)
-			return types.NamespacedName{Namespace: ns, Name: name}, err == nil && name != ""
+			return types.NamespacedName{Namespace: ns, Name: name}, err == nil && ns != "" && name != ""
 		}
 		o = t.Obj
 	}

@@ -53,7 +53,8 @@ func TestKeyOf(t *testing.T) {
 		assert.True(t, ok, "%#v", o)
 		assert.Equal(t, want, got, "%#v", o)
 	}
-	for _, o := range []any{nil, "a/sb", cache.DeletedFinalStateUnknown{Key: ""}, cache.DeletedFinalStateUnknown{Key: "a/b/c"}} {
+	for _, o := range []any{nil, "a/sb", cache.DeletedFinalStateUnknown{Key: ""}, cache.DeletedFinalStateUnknown{Key: "sb"},
+		cache.DeletedFinalStateUnknown{Key: "/sb"}, cache.DeletedFinalStateUnknown{Key: "a/b/c"}} {
 		_, ok := keyOf(o)
 		assert.False(t, ok, "%#v", o)
 	}

@@ -101,9 +101,8 @@ func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
 	}
 }
 
-// TestEventLimit: Events wait for the driver's event limit, so that the
-// suspensions they explain do not wait for them, and none is lost while
-// the driver runs. Five suspensions under a burst of 2: at a rate of one
+// TestEventLimit: Events wait for the driver's event limit, and none is
+// lost while the driver runs. Five suspensions under a burst of 2: at a rate of one
 // token per eleven days, all five PATCHes are sent, two Events are
 // written, and Close drops the other three and says so; at 20 a second,
 // all five are written.
@@ -135,36 +134,51 @@ func TestEventLimit(t *testing.T) {
 }
 
 // TestEventsYieldToWrites: an Event waits while one of the driver's
-// sandbox writes is in flight. A Delete is held at the API server while a
-// pass suspends five sandboxes: no Event is written until it is answered,
-// then all five are.
+// sandbox writes is in flight, but not for ever. A Delete is held at the
+// API server while a pass suspends five sandboxes: for a moment no Event
+// is written; then, the Delete still held, each goes out after at most a
+// second's wait.
 func TestEventsYieldToWrites(t *testing.T) {
 	a := drivertest.StaleFixture(t, "v1beta1", true)
 	a.AddSandbox("team-b", "sb-gone", false, "fence-b", 2)
 	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method != http.MethodDelete {
 			return false
 		}
-		close(held)
-		<-release
+		once.Do(func() { close(held) })
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return true
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Success","code":200}`)
 		return true
 	}
-	d := drivertest.NewDriver(t, a, nil)
+	d := drivertest.NewDriver(t, a, nil, driver.WithAdapterOptions(kubeadapter.WithTimeout(time.Minute)))
 	deleted := make(chan error, 1)
 	go func() { deleted <- d.Delete(context.Background(), "team-b", "sb-gone") }()
 	<-held
+	defer func() {
+		close(release)
+		require.NoError(t, <-deleted)
+	}()
 	stats, err := newReconciler(t, d).Pass(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 5, stats.Actions)
-	// Nothing to wait for but the absence of a write: a short look.
+	// Nothing to wait for but the absence of a write: a short look, well
+	// within the second an Event waits.
 	time.Sleep(200 * time.Millisecond)
 	assert.Zero(t, a.Count("POST event"), "an Event was written while a write was in flight")
-	close(release)
-	require.NoError(t, <-deleted)
-	assert.Eventually(t, func() bool { return a.Count("POST event") == 5 }, 10*time.Second, 10*time.Millisecond)
+	assert.Eventually(t, func() bool { return a.Count("POST event") == 5 }, 30*time.Second, 10*time.Millisecond,
+		"the Events wait for a write that never ends")
+	select {
+	case <-deleted:
+		t.Fatal("the Delete was not held")
+	default:
+	}
 }
 
 // TestUnknownIsNotAbsent: when the API server fails the LIST, the fence
