@@ -94,6 +94,10 @@ func WithPageSize(n int64) Option {
 // doc). A qps of rate.Inf (or +Inf) removes the bound. qps must be
 // positive and burst at least 1.
 //
+// client-go's recorder holds at most 1,000 Events it has not yet written
+// and drops the rest: a limit far above the rate at which the API server
+// takes Events loses some in a burst.
+//
 // Events share the API server with the writes they explain: unbounded, a
 // fence change over n sandboxes sends n Event creates beside the n
 // suspensions, and they slow the suspensions down.
