@@ -177,7 +177,7 @@ func scaleRig(b testing.TB, gw string, n, perNamespace int) (*rest.Config, []str
 // error.
 func each(b testing.TB, n int, f func(i int) error) {
 	var wg sync.WaitGroup
-	var failed atomic.Value
+	var failed firstError
 	var next atomic.Int64
 	for w := 0; w < 32; w++ {
 		wg.Go(func() {
@@ -194,7 +194,7 @@ func each(b testing.TB, n int, f func(i int) error) {
 		})
 	}
 	wg.Wait()
-	if err, ok := failed.Load().(error); ok {
+	if err := failed.Load(); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -202,3 +202,16 @@ func each(b testing.TB, n int, f func(i int) error) {
 // gateway names the gateway of a rig of n namespaces: a cluster-wide watch
 // of one rig sees no other rig's sandboxes.
 func gateway(n int) string { return fmt.Sprintf("gw-%d", n) }
+
+// firstError keeps the first error stored in it. An atomic.Value would
+// panic on a second error of another type.
+type firstError struct{ p atomic.Pointer[error] }
+
+func (f *firstError) Store(err error) { f.p.CompareAndSwap(nil, &err) }
+
+func (f *firstError) Load() error {
+	if p := f.p.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
