@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
-	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kubewire/kubewire/driver/internal"
 	"github.com/kubewire/kubewire/kubeadapter"
 )
 
@@ -103,15 +103,11 @@ func WithPageSize(n int64) Option {
 // suspensions, and they slow the suspensions down.
 func WithEventLimit(qps float64, burst int) Option {
 	return optionFunc(func(o *options) error {
-		switch {
-		case !(qps > 0):
-			return fmt.Errorf("driver: WithEventLimit qps must be positive, got %v", qps)
-		case burst < 1:
-			return fmt.Errorf("driver: WithEventLimit burst must be at least 1, got %d", burst)
+		limit, err := internal.Limit("driver: WithEventLimit", qps, burst)
+		if err != nil {
+			return err
 		}
-		// rate.Limiter knows only rate.Inf as no limit; +Inf would
-		// make NaN tokens.
-		o.eventQPS, o.eventBurst = min(qps, float64(rate.Inf)), burst
+		o.eventQPS, o.eventBurst = limit, burst
 		return nil
 	})
 }

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/kubewire/kubewire/driver/internal"
 	"github.com/kubewire/kubewire/internal/hooks"
 )
 
@@ -126,15 +126,11 @@ func WithWorkers(n int) Option {
 // every write.
 func WithWriteLimit(qps float64, burst int) Option {
 	return optionFunc(func(c *config) error {
-		switch {
-		case !(qps > 0):
-			return fmt.Errorf("reconciler: WithWriteLimit qps must be positive, got %v", qps)
-		case burst < 1:
-			return fmt.Errorf("reconciler: WithWriteLimit burst must be at least 1, got %d", burst)
+		limit, err := internal.Limit("reconciler: WithWriteLimit", qps, burst)
+		if err != nil {
+			return err
 		}
-		// rate.Limiter knows only rate.Inf as no limit; +Inf would
-		// make NaN tokens.
-		c.writeQPS, c.writeBurst = min(qps, float64(rate.Inf)), burst
+		c.writeQPS, c.writeBurst = limit, burst
 		return nil
 	})
 }
