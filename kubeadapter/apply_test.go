@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
@@ -169,6 +170,29 @@ func TestApplyTwiceDoesNotStack(t *testing.T) {
 	require.NoError(t, get(t, cfg, "/version"))
 	require.NoError(t, get(t, cp, "/version"))
 	assert.EqualValues(t, 2, attempts.Load(), "one stack per config")
+}
+
+// TestApplyTwiceClonesQuietly: a second Apply of a config whose stack
+// clones the base transport finds the first stack and leaves it; looking
+// for it does not make the clone log that it does not apply, and the
+// clone's one warning is not used up.
+func TestApplyTwiceClonesQuietly(t *testing.T) {
+	srv := slowServer(t, 0)
+	var mu sync.Mutex
+	var logged []string
+	logger := funcr.New(func(_, args string) {
+		mu.Lock()
+		logged = append(logged, args)
+		mu.Unlock()
+	}, funcr.Options{})
+	cfg := &rest.Config{Host: srv.URL}
+	opts := []kubeadapter.Option{kubeadapter.WithIdleConnTimeout(time.Minute), kubeadapter.WithLogger(logger)}
+	require.NoError(t, kubeadapter.Apply(cfg, opts...))
+	require.NoError(t, kubeadapter.Apply(cfg, opts...))
+	require.NoError(t, get(t, cfg, "/version"))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, logged)
 }
 
 // TestApplyKeepsWrappers: the config's own wrappers still run, in their
