@@ -143,7 +143,7 @@ func (d *Driver) sandboxes(ctx context.Context) (sandboxClient, error) {
 	for _, gv := range []schema.GroupVersion{sandboxv1beta1.GroupVersion, sandboxv1alpha1.GroupVersion} {
 		err := d.sandboxCS.Discovery().RESTClient().Get().AbsPath("/apis", gv.Group, gv.Version).Do(ctx).Error()
 		if err == nil {
-			d.client = newSandboxClient(d.sandboxCS, gv.Version)
+			d.client = counted{newSandboxClient(d.sandboxCS, gv.Version), &d.events.writes}
 			return d.client, nil
 		}
 		if !apierrors.IsNotFound(err) {

@@ -73,10 +73,7 @@ func (d *Driver) Create(ctx context.Context, ns, name string, spec CreateSpec) (
 			AnnotationBootstrap:       time.Now().UTC().Format(time.RFC3339),
 		},
 	}
-	s, err := func() (Sandbox, error) {
-		defer d.events.writes.begin()()
-		return client.create(ctx, meta, tmpl)
-	}()
+	s, err := client.create(ctx, meta, tmpl)
 	if err != nil {
 		return Sandbox{}, wrap(op, ns, name, err)
 	}
@@ -257,10 +254,7 @@ func (d *Driver) Delete(ctx context.Context, ns, name string) error {
 	if err != nil {
 		return wrap(op, ns, name, err)
 	}
-	err = func() error {
-		defer d.events.writes.begin()()
-		return client.delete(ctx, ns, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
-	}()
+	err = client.delete(ctx, ns, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil

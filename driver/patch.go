@@ -41,10 +41,7 @@ func (d *Driver) update(ctx context.Context, op, ns, name string, current *Sandb
 		if err != nil {
 			return Sandbox{}, wrap(op, ns, name, err)
 		}
-		out, err := func() (Sandbox, error) {
-			defer d.events.writes.begin()()
-			return client.mergePatch(ctx, ns, name, body)
-		}()
+		out, err := client.mergePatch(ctx, ns, name, body)
 		if apierrors.IsConflict(err) {
 			continue
 		}
