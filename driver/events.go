@@ -42,7 +42,7 @@ type recorder struct {
 	component string
 	limiter   *rate.Limiter
 	log       logr.Logger
-	writes    writes
+	writes    writes // the driver's sandbox writes in flight
 	closeOnce sync.Once
 
 	mu          sync.Mutex
@@ -84,62 +84,30 @@ type event struct {
 // them finish.
 type trackedSink struct {
 	events.EventSink
-	mu     sync.Mutex
-	idle   *sync.Cond
-	active int
-}
-
-func newTrackedSink(sink events.EventSink) *trackedSink {
-	s := &trackedSink{EventSink: sink}
-	s.idle = sync.NewCond(&s.mu)
-	return s
-}
-
-func (s *trackedSink) begin() func() {
-	s.mu.Lock()
-	s.active++
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		s.active--
-		s.idle.Broadcast()
-		s.mu.Unlock()
-	}
+	writes writes
 }
 
 func (s *trackedSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	defer s.begin()()
+	defer s.writes.begin()()
 	return s.EventSink.Create(ctx, e)
 }
 
 func (s *trackedSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	defer s.begin()()
+	defer s.writes.begin()()
 	return s.EventSink.Update(ctx, e)
 }
 
 func (s *trackedSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	defer s.begin()()
+	defer s.writes.begin()()
 	return s.EventSink.Patch(ctx, e, data)
 }
 
-// wait returns when no write is under way.
-func (s *trackedSink) wait() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.active > 0 {
-		s.idle.Wait()
-	}
-}
-
 func newRecorder(kube kubernetes.Interface, component string, limiter *rate.Limiter, log logr.Logger) *recorder {
-	r := &recorder{kube: kube, component: component, limiter: limiter, log: log, wake: make(chan struct{}, 1)}
-	r.writes.idle = make(chan struct{})
-	close(r.writes.idle)
-	return r
+	return &recorder{kube: kube, component: component, limiter: limiter, log: log, wake: make(chan struct{}, 1)}
 }
 
-// writes counts the driver's sandbox writes in flight; idle is closed
-// while there are none.
+// writes counts writes in flight; idle is closed while there are none, or
+// nil before the first. The zero value counts none.
 type writes struct {
 	mu   sync.Mutex
 	n    int
@@ -168,6 +136,9 @@ func (w *writes) wait(ctx context.Context) error {
 	w.mu.Lock()
 	idle := w.idle
 	w.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
 	select {
 	case <-idle:
 		return nil
@@ -208,7 +179,7 @@ func (r *recorder) warn(s Sandbox, reason, action, note string) {
 // start starts client-go's recorder, logging to the driver's logger, and
 // the pump. r.mu is held.
 func (r *recorder) start() {
-	r.sink = newTrackedSink(&events.EventSinkImpl{Interface: r.kube.EventsV1()})
+	r.sink = &trackedSink{EventSink: &events.EventSinkImpl{Interface: r.kube.EventsV1()}}
 	r.broadcaster = events.NewBroadcaster(r.sink)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), r.log))
 	r.stop = cancel
@@ -291,7 +262,8 @@ func (r *recorder) close() {
 		r.log.Info("driver closed: dropped Events not yet written", "count", n)
 	}
 	r.broadcaster.Shutdown()
-	r.sink.wait()
+	// Not bounded by a context: each write is, by the client's timeout.
+	_ = r.sink.writes.wait(context.Background())
 	r.stop()
 }
 
