@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -178,21 +180,33 @@ func TestApplyTwiceDoesNotStack(t *testing.T) {
 // clone's one warning is not used up.
 func TestApplyTwiceClonesQuietly(t *testing.T) {
 	srv := slowServer(t, 0)
-	var mu sync.Mutex
-	var logged []string
-	logger := funcr.New(func(_, args string) {
-		mu.Lock()
-		logged = append(logged, args)
-		mu.Unlock()
-	}, funcr.Options{})
+	var log logLines
 	cfg := &rest.Config{Host: srv.URL}
-	opts := []kubeadapter.Option{kubeadapter.WithIdleConnTimeout(time.Minute), kubeadapter.WithLogger(logger)}
+	opts := []kubeadapter.Option{kubeadapter.WithIdleConnTimeout(time.Minute), kubeadapter.WithLogger(log.logger())}
 	require.NoError(t, kubeadapter.Apply(cfg, opts...))
 	require.NoError(t, kubeadapter.Apply(cfg, opts...))
 	require.NoError(t, get(t, cfg, "/version"))
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Empty(t, logged)
+	assert.Empty(t, log.lines())
+}
+
+// logLines keeps what its logger logs, a line each.
+type logLines struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (l *logLines) logger() logr.Logger {
+	return funcr.New(func(_, args string) {
+		l.mu.Lock()
+		l.l = append(l.l, args)
+		l.mu.Unlock()
+	}, funcr.Options{})
+}
+
+func (l *logLines) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.l)
 }
 
 // TestApplyKeepsWrappers: the config's own wrappers still run, in their

@@ -11,11 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/go-logr/logr/funcr"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -344,14 +341,8 @@ func TestHTTP2HealthWarnsOnce(t *testing.T) {
 	srv, caFile := caFileServer(t)
 	reloads := reloadsCA(t, caFile)
 
-	var mu sync.Mutex
-	var logged []string
-	logger := funcr.New(func(prefix, args string) {
-		mu.Lock()
-		logged = append(logged, args)
-		mu.Unlock()
-	}, funcr.Options{})
-	wrap := kubeadapter.Wrap(kubeadapter.WithHTTP2Health(time.Second, time.Second), kubeadapter.WithLogger(logger))
+	var log logLines
+	wrap := kubeadapter.Wrap(kubeadapter.WithHTTP2Health(time.Second, time.Second), kubeadapter.WithLogger(log.logger()))
 	for range 2 {
 		cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}}
 		cfg.Wrap(wrap)
@@ -363,8 +354,7 @@ func TestHTTP2HealthWarnsOnce(t *testing.T) {
 		// client-go's outer wrappers do not forward http.Client's.
 		utilnet.CloseIdleConnectionsFor(c.Transport)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	logged := log.lines()
 	if !reloads {
 		assert.Empty(t, logged)
 		return
