@@ -258,6 +258,10 @@ func TestBodyErrorCarriesConnection(t *testing.T) {
 	require.True(t, errors.As(err, &pe), "%T: %v", err, err)
 	assert.True(t, errors.Is(err, io.ErrUnexpectedEOF))
 	assert.True(t, strings.HasPrefix(err.Error(), "on new connection (HTTP/1.1 127.0.0.1:"), err.Error())
+	// The key is taken when the body fails, after RoundTrip returned.
+	key, ok := pe.FailedConn()
+	assert.True(t, ok)
+	assert.NotZero(t, key)
 }
 
 func TestTimeoutThroughURLError(t *testing.T) {
