@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/internal/contract"
+	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
@@ -172,6 +174,61 @@ func TestApplyTwiceDoesNotStack(t *testing.T) {
 	require.NoError(t, get(t, cfg, "/version"))
 	require.NoError(t, get(t, cp, "/version"))
 	assert.EqualValues(t, 2, attempts.Load(), "one stack per config")
+}
+
+// TestApplyAgainOverAPlainWrapper: a wrapper without WrappedRoundTripper,
+// added after Apply, hides the stack from a second Apply of a copy (what
+// driver.New does with a config its caller applied), which then installs
+// one of its own. At run time only the outermost stack acts: against a
+// server that resets every connection, one GET makes
+// retry.DefaultMaxAttempts connections, as under one Apply, not their
+// square. Before the fix: 9.
+func TestApplyAgainOverAPlainWrapper(t *testing.T) {
+	p, err := faultproxy.New(strings.TrimPrefix(slowServer(t, 0).URL, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	p.SetFault(faultproxy.ResetAfterResponse)
+	noBackoff := kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 }))
+	var attempts atomic.Int32
+	obs := kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: func(pooltrace.Attempt) { attempts.Add(1) }})
+
+	cfg := &rest.Config{Host: "http://" + p.Addr()}
+	require.NoError(t, kubeadapter.Apply(cfg, noBackoff, obs))
+	var plain atomic.Int32
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			plain.Add(1)
+			return rt.RoundTrip(req)
+		})
+	})
+	cp := rest.CopyConfig(cfg)
+	require.NoError(t, kubeadapter.Apply(cp, noBackoff, obs))
+
+	before := p.Accepted()
+	require.Error(t, get(t, cp, "/version"))
+	assert.Equal(t, retry.DefaultMaxAttempts, p.Accepted()-before, "connections for one GET")
+	assert.EqualValues(t, retry.DefaultMaxAttempts, attempts.Load(), "attempts observed")
+	assert.EqualValues(t, retry.DefaultMaxAttempts, plain.Load(), "each attempt passes the plain wrapper once")
+}
+
+// TestApplyRunsNoWrapper: Apply looks for its stack without running the
+// config's wrappers. A wrapper that takes what it wraps for client-go's
+// *http.Transport, as it may under plain client-go, neither panics inside
+// Apply nor runs more often than client-go runs it.
+func TestApplyRunsNoWrapper(t *testing.T) {
+	srv := slowServer(t, 0)
+	var calls atomic.Int32
+	cfg := &rest.Config{Host: srv.URL}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		calls.Add(1)
+		return rt.(*http.Transport)
+	})
+	require.NoError(t, kubeadapter.Apply(cfg))
+	require.NoError(t, kubeadapter.Apply(cfg))
+	require.NoError(t, kubeadapter.Apply(rest.CopyConfig(cfg)))
+	assert.Zero(t, calls.Load(), "Apply ran the config's wrapper")
+	require.NoError(t, get(t, cfg, "/version"))
+	assert.EqualValues(t, 1, calls.Load(), "client-go runs it once")
 }
 
 // TestApplyTwiceClonesQuietly: a second Apply of a config whose stack

@@ -172,11 +172,6 @@ func (cl *cloner) wrap(rt http.RoundTripper) http.RoundTripper {
 	if rt == nil {
 		rt = http.DefaultTransport // as every middleware does
 	}
-	if _, ok := rt.(probe); ok {
-		// Apply looking for its own stack: there is nothing to clone, and
-		// nothing to warn about.
-		return rt
-	}
 	base, err := baseTransport(rt)
 	if err != nil {
 		cl.warn(err)

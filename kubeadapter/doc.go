@@ -24,6 +24,11 @@
 // proxy, upgrades; timeout.LongRunning) are exempt from retries and bounded
 // only until their response headers.
 //
+// A request meets one stack however often the config was applied: Apply
+// finds its own wrapper without running the config's wrappers, and where a
+// wrapper added in between hides it, only the outermost stack acts (see
+// [Apply]).
+//
 // # One retry layer
 //
 // client-go re-sends a GET whose error looks like a lost connection

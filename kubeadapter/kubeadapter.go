@@ -1,9 +1,11 @@
 package kubeadapter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -178,7 +180,17 @@ func Check(opts ...Option) error {
 // documentation). Existing WrapTransport wrappers keep working and keep
 // their order. cfg.Timeout becomes the per-attempt timeout unless
 // [WithTimeout] is given, and is set to zero. Calling Apply again on the
-// same config, or a copy of it, changes nothing and returns nil.
+// same config, or a copy of it, changes nothing and returns nil. Apply
+// never runs the config's wrappers: it knows its stack by the
+// WrapTransport it set.
+//
+// A wrapper added with cfg.Wrap after Apply hides that WrapTransport, and
+// a later Apply installs a second stack over it. Requests still meet one
+// stack: at run time only the outermost acts, and a stack below one that
+// acts passes each request straight through, so there is one retry layer,
+// one deadline and one trace per attempt. The outermost stack's options
+// are then the ones in force. To keep the first Apply's options, apply
+// before adding wrappers, or pass the options to every Apply.
 //
 // It returns an error naming the option for invalid options, or saying why
 // [WithHTTP2Health] cannot apply to cfg, and leaves cfg unchanged then.
@@ -193,7 +205,7 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 	if cfg.Timeout < 0 {
 		return fmt.Errorf("kubeadapter: rest.Config.Timeout must not be negative, got %v", cfg.Timeout)
 	}
-	if applied(cfg) {
+	if ours(cfg.WrapTransport) {
 		return nil
 	}
 	if c.cloning() {
@@ -207,7 +219,7 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 			c.timeout = cfg.Timeout
 		}
 	}
-	cfg.WrapTransport = c.wrappers(cfg.WrapTransport)
+	cfg.WrapTransport = (&wrapper{c.wrappers(cfg.WrapTransport)}).wrap
 	cfg.Timeout = 0
 	return nil
 }
@@ -224,7 +236,24 @@ func Wrap(opts ...Option) k8stransport.WrapperFunc {
 	if !c.timeoutSet {
 		c.timeout = DefaultTimeout
 	}
-	return c.wrappers(nil)
+	return (&wrapper{c.wrappers(nil)}).wrap
+}
+
+// wrapper holds what Apply and Wrap install. Its wrap method is the
+// WrapTransport they set: every method value of it has the same code, so
+// [ours] knows one without calling it, which would run the user's
+// wrappers it holds.
+type wrapper struct{ chain k8stransport.WrapperFunc }
+
+func (w *wrapper) wrap(rt http.RoundTripper) http.RoundTripper { return w.chain(rt) }
+
+var wrapCode = reflect.ValueOf((&wrapper{}).wrap).Pointer()
+
+// ours reports whether fn is a WrapTransport that Apply or Wrap returned.
+// A wrapper added after it (rest.Config.Wrap) makes a new function that
+// hides it.
+func ours(fn k8stransport.WrapperFunc) bool {
+	return fn != nil && reflect.ValueOf(fn).Pointer() == wrapCode
 }
 
 // wrappers returns what Apply and Wrap install, outermost first as in
@@ -267,44 +296,32 @@ func (c *config) middleware() transport.Middleware {
 	}
 	chain := stack.New(c.timeout, opts)
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &installed{Wrapped: roundtrip.Wrapped{Next: chain(rt)}}
+		return &installed{Wrapped: roundtrip.Wrapped{Next: chain(rt)}, below: rt}
 	}
 }
 
-// installed marks the kubewire stack in a chain of wrappers, so that Apply
-// can tell it is already there, and hands client-go the errors of requests
-// the stack retried, or refused to retry because the retry budget was
-// spent, as an [*Error].
+// installed is the top of a kubewire stack. It hands client-go the errors
+// of requests the stack retried, or refused to retry because the retry
+// budget was spent, as an [*Error]. It marks each request's context, so
+// that a stack below it, which a second Apply could not see (see [Apply]),
+// passes the request through to what it wraps: one stack acts.
 type installed struct {
 	roundtrip.Wrapped
+	below http.RoundTripper // what the stack wraps
 }
 
+// acting marks a request's context inside a kubewire stack that acts.
+type acting struct{}
+
 func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := s.Next.RoundTrip(req)
+	if req.Context().Value(acting{}) != nil {
+		return s.below.RoundTrip(req)
+	}
+	resp, err := s.Next.RoundTrip(req.WithContext(context.WithValue(req.Context(), acting{}, acting{})))
 	if re, ok := err.(*retry.Error); ok && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
 		return nil, &Error{Retry: re}
 	}
 	return resp, err
-}
-
-// probe stands in for the base transport while Apply looks for its stack.
-type probe struct{}
-
-func (probe) RoundTrip(*http.Request) (*http.Response, error) {
-	return nil, errors.New("kubeadapter: probe")
-}
-
-// applied reports whether cfg's wrappers already hold a kubewire stack. It
-// builds the wrapper chain over a probe and walks it; a wrapper that does
-// not implement WrappedRoundTripper hides what is below it.
-func applied(cfg *rest.Config) bool {
-	if cfg.WrapTransport == nil {
-		return false
-	}
-	return roundtrip.Holds(cfg.WrapTransport(probe{}), func(rt http.RoundTripper) bool {
-		_, ok := rt.(*installed)
-		return ok
-	})
 }
 
 // failing reports a configuration error for every request, without sending
