@@ -40,6 +40,14 @@ type Driver struct {
 // built from a copy of cfg through kubeadapter.Apply. gateway must be a
 // valid label value and namespaces valid namespace names; the error names
 // the bad one.
+//
+// A config that leaves QPS at 0 and has no RateLimiter, as one from a
+// kubeconfig or from the cluster does, gets clients without client-side
+// throttling, as controller-runtime's GetConfig gives: client-go would
+// otherwise allow 5 requests a second, and a fence change over 60
+// sandboxes would take 12 seconds to suspend them. The API server's
+// Priority and Fairness then bounds the rate, and the reconciler's workers
+// the writes in flight. A QPS the caller set, or a RateLimiter, is kept.
 func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) (*Driver, error) {
 	if cfg == nil {
 		return nil, errors.New("driver: New: nil *rest.Config")
@@ -70,6 +78,9 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 		}
 	}
 	rc := rest.CopyConfig(cfg)
+	if rc.QPS == 0 && rc.RateLimiter == nil {
+		rc.QPS = -1
+	}
 	if err := kubeadapter.Apply(rc, append([]kubeadapter.Option{kubeadapter.WithLogger(d.opts.logger)}, d.opts.adapter...)...); err != nil {
 		return nil, err
 	}

@@ -6,7 +6,9 @@
 // [Reconciler.Run] is built the way Kubernetes controllers are: shared
 // informers for the gateway's sandboxes (agent-sandbox's typed informers)
 // and each namespace's fence, a rate-limited workqueue and a worker pool
-// whose writes are bounded ([WithWorkers], [WithWriteLimit]). A fence
+// that bounds the writes in flight ([WithWorkers]); their rate is the API
+// server's to bound (Priority and Fairness) unless [WithWriteLimit] sets
+// one or the driver's rest.Config a client QPS. A fence
 // event queues every sandbox of its namespace; a sandbox event queues that
 // sandbox; a jittered resync ([WithPeriod], [WithJitter]) queues every
 // cached sandbox, as a safety net that never beats in step with a timeout

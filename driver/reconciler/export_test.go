@@ -9,5 +9,11 @@ import (
 // NextWait exposes the reconciler's jittered wait to the tests.
 func NextWait(r *Reconciler) time.Duration { return r.next() }
 
-// WriteLimit returns the reconciler's write limit and burst.
-func WriteLimit(r *Reconciler) (rate.Limit, int) { return r.limiter.Limit(), r.limiter.Burst() }
+// WriteLimit returns the reconciler's write limit and burst; 0, 0 for
+// none.
+func WriteLimit(r *Reconciler) (rate.Limit, int) {
+	if r.limiter == nil {
+		return 0, 0
+	}
+	return r.limiter.Limit(), r.limiter.Burst()
+}

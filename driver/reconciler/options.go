@@ -21,13 +21,10 @@ const (
 	// DefaultJitter spreads resyncs over period*(1±DefaultJitter).
 	DefaultJitter         = 0.2
 	DefaultBootstrapGrace = 5 * time.Minute
-	// DefaultWorkers bounds the writes in flight.
+	// DefaultWorkers bounds the writes in flight: a fence change over
+	// 50,000 sandboxes becomes a steady stream of suspensions, not 50,000
+	// concurrent PATCHes.
 	DefaultWorkers = 8
-	// DefaultWriteQPS and DefaultWriteBurst bound the rate of writes: a
-	// fence change over 50,000 sandboxes becomes a steady stream of
-	// suspensions, not 50,000 concurrent PATCHes.
-	DefaultWriteQPS   = 50
-	DefaultWriteBurst = 100
 )
 
 // QueueName names Run's work queue to a workqueue.MetricsProvider.
@@ -59,7 +56,6 @@ type config struct {
 func defaults() config {
 	return config{
 		period: DefaultPeriod, jitter: DefaultJitter, grace: DefaultBootstrapGrace, workers: DefaultWorkers,
-		writeQPS: DefaultWriteQPS, writeBurst: DefaultWriteBurst,
 	}
 }
 
@@ -119,11 +115,15 @@ func WithWorkers(n int) Option {
 }
 
 // WithWriteLimit bounds the rate of the reconciler's writes to qps per
-// second with bursts of burst. Default: [DefaultWriteQPS],
-// [DefaultWriteBurst]. A qps of rate.Inf (or +Inf) removes the bound.
-// qps must be positive and burst at least 1: a limit of 0 lets the first
-// burst through and then no write ever again, and a burst of 0 refuses
-// every write.
+// second with bursts of burst. Default: none. A suspension outside the
+// fence is a security action: by default it goes as fast as the workers
+// ([WithWorkers]) and the API server's Priority and Fairness let it, as
+// controller-runtime's controllers run, and as the driver's client allows
+// (unthrottled unless the caller's rest.Config sets a QPS; see
+// driver.New). A qps of rate.Inf (or +Inf) removes the bound. qps must be
+// positive and burst at least 1: a limit of 0 lets the first burst
+// through and then no write ever again, and a burst of 0 refuses every
+// write.
 func WithWriteLimit(qps float64, burst int) Option {
 	return optionFunc(func(c *config) error {
 		limit, err := internal.Limit("reconciler: WithWriteLimit", qps, burst)

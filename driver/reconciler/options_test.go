@@ -93,6 +93,12 @@ func TestOptions(t *testing.T) {
 	require.NoError(t, err)
 	qps, _ = reconciler.WriteLimit(r)
 	assert.Equal(t, rate.Inf, qps)
+
+	r, err = reconciler.New(d)
+	require.NoError(t, err)
+	qps, burst = reconciler.WriteLimit(r)
+	assert.Zero(t, qps, "no write limit by default")
+	assert.Zero(t, burst)
 }
 
 // TestStartedUnderCurrentFence: a sandbox started under the current fence

@@ -65,7 +65,7 @@ type Reconciler struct {
 	jitter    float64
 	grace     time.Duration
 	workers   int
-	limiter   *rate.Limiter
+	limiter   *rate.Limiter // nil: no write limit
 	election  *LeaderElection
 	observers observers
 	metrics   workqueue.MetricsProvider
@@ -107,12 +107,15 @@ func New(d *driver.Driver, opts ...Option) (*Reconciler, error) {
 	}
 	r := &Reconciler{
 		driver: d, core: cr, period: c.period, jitter: c.jitter, grace: c.grace, workers: c.workers,
-		limiter: rate.NewLimiter(rate.Limit(c.writeQPS), c.writeBurst), election: c.election,
+		election:  c.election,
 		observers: c.observers, metrics: c.queueMetrics, scope: c.scope, log: cr.Logger(),
 		written: map[types.NamespacedName][]string{},
 	}
 	if c.log != nil {
 		r.log = *c.log
+	}
+	if c.writeBurst > 0 {
+		r.limiter = rate.NewLimiter(rate.Limit(c.writeQPS), c.writeBurst)
 	}
 	return r, nil
 }
@@ -253,8 +256,10 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *driver.Sandbox,
 		q.settle(key)
 		return a, nil
 	}
-	if err := r.limiter.Wait(ctx); err != nil {
-		return a, r.core.Error("reconcile", s.Namespace, s.Name, err)
+	if r.limiter != nil {
+		if err := r.limiter.Wait(ctx); err != nil {
+			return a, r.core.Error("reconcile", s.Namespace, s.Name, err)
+		}
 	}
 	before, err = r.act(ctx, s, live, now, a)
 	if err != nil {
