@@ -59,13 +59,21 @@ func defaults() config {
 	}
 }
 
-// WithPeriod sets the resync period. Default: [DefaultPeriod]. Must be at
-// least 1s: the resync is a safety net over the cache, and a shorter
-// period turns it into a busy loop.
+// maxPeriod bounds the resync period: a safety net that runs less than
+// once a day is none, and the jittered wait of a period near the largest
+// Duration would overflow.
+const maxPeriod = 24 * time.Hour
+
+// WithPeriod sets the resync period. Default: [DefaultPeriod]. Must be
+// from 1s to 24h: the resync is a safety net over the cache, a shorter
+// period turns it into a busy loop, and a longer one leaves it unused.
 func WithPeriod(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
-		if d < time.Second {
+		switch {
+		case d < time.Second:
 			return fmt.Errorf("reconciler: WithPeriod must be at least 1s, got %v", d)
+		case d > maxPeriod:
+			return fmt.Errorf("reconciler: WithPeriod must be at most %v, got %v", maxPeriod, d)
 		}
 		c.period = d
 		return nil

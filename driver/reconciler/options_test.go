@@ -33,6 +33,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}{
 		{reconciler.WithPeriod(200 * time.Millisecond), "reconciler: WithPeriod must be at least 1s, got 200ms"},
 		{reconciler.WithPeriod(0), "reconciler: WithPeriod must be at least 1s, got 0s"},
+		{reconciler.WithPeriod(25 * time.Hour), "reconciler: WithPeriod must be at most 24h0m0s, got 25h0m0s"},
+		{reconciler.WithPeriod(math.MaxInt64), "reconciler: WithPeriod must be at most 24h0m0s, got 2562047h47m16.854775807s"},
 		{reconciler.WithJitter(0.7), "reconciler: WithJitter must be between 0.1 and 0.5, got 0.7"},
 		{reconciler.WithJitter(0), "reconciler: WithJitter must be between 0.1 and 0.5, got 0"},
 		{reconciler.WithJitter(math.NaN()), "reconciler: WithJitter must be between 0.1 and 0.5, got NaN"},
@@ -55,6 +57,13 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{le(func(le *reconciler.LeaderElection) { le.RenewDeadline = -time.Second }), "reconciler: WithLeaderElection RenewDeadline must be positive, got -1s"},
 		{le(func(le *reconciler.LeaderElection) { le.RetryPeriod = -time.Second }), "reconciler: WithLeaderElection RetryPeriod must be positive, got -1s"},
 		{le(func(le *reconciler.LeaderElection) { le.LeaseDuration = 10 * time.Second }), "reconciler: WithLeaderElection LeaseDuration 10s must exceed RenewDeadline 10s"},
+		// A Lease holds its duration in whole seconds: client-go truncates.
+		{le(func(le *reconciler.LeaderElection) {
+			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 900*time.Millisecond, 600*time.Millisecond, 200*time.Millisecond
+		}), "reconciler: WithLeaderElection LeaseDuration must be a whole number of seconds (a Lease holds it in seconds), got 900ms"},
+		{le(func(le *reconciler.LeaderElection) {
+			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 1900*time.Millisecond, time.Second, 200*time.Millisecond
+		}), "reconciler: WithLeaderElection LeaseDuration must be a whole number of seconds (a Lease holds it in seconds), got 1.9s"},
 		{le(func(le *reconciler.LeaderElection) { le.RetryPeriod = 9 * time.Second }), "reconciler: WithLeaderElection RenewDeadline 10s must exceed 1.2 times RetryPeriod 9s"},
 		{le(func(le *reconciler.LeaderElection) { le.RetryPeriod = math.MaxInt64 }), "reconciler: WithLeaderElection RenewDeadline 10s must exceed 1.2 times RetryPeriod 2562047h47m16.854775807s"},
 		{le(func(le *reconciler.LeaderElection) {
@@ -111,4 +120,23 @@ func TestStartedUnderCurrentFence(t *testing.T) {
 	stats, err := newReconciler(t, d).Pass(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, stats.Actions)
+}
+
+// TestProbeBacksOff: while the API server cannot be reached, Run probes
+// the Sandbox API after 1s, then doubling, whatever the resync period:
+// over 2.5 s, at most three failures are logged. It tried every
+// period/20, with WithPeriod(1s) a line every 50 ms.
+func TestProbeBacksOff(t *testing.T) {
+	var l drivertest.Logs
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"}, driver.WithLogger(l.Logger()))
+	require.NoError(t, err)
+	defer d.Close()
+	r, err := reconciler.New(d, reconciler.WithPeriod(time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, r.Run(ctx), context.DeadlineExceeded)
+	n := l.Count("probing the Sandbox API; retrying")
+	assert.GreaterOrEqual(t, n, 1)
+	assert.LessOrEqual(t, n, 3, "failed probes logged in 2.5 s")
 }

@@ -2,13 +2,18 @@ package reconciler
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
+
+// probeBackoffCap bounds the wait between probes of the Sandbox API.
+const probeBackoffCap = 30 * time.Second
 
 // Run reconciles until ctx is done, driven by events, and returns ctx's
 // error. It probes the served Sandbox version, starts informers for the
@@ -31,15 +36,19 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	defer r.unclaim()
 	version, err := r.core.Version(ctx)
+	// While the API server is down or agent-sandbox is not installed, try
+	// again after 1s, doubling up to probeBackoffCap: one log line each.
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: probeBackoffCap}
 	for err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		r.log.Error(err, "probing the Sandbox API; retrying")
+		after := backoff.Step()
+		r.log.Error(err, "probing the Sandbox API; retrying", "after", after)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(r.next() / 20):
+		case <-time.After(after):
 		}
 		version, err = r.core.Version(ctx)
 	}
