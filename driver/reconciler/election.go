@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 )
 
 // Leader election defaults, client-go's and controller-runtime's.
@@ -35,8 +36,9 @@ type LeaderElection struct {
 	Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's
 	// timings. Defaults (for zero): [DefaultLeaseDuration],
-	// [DefaultRenewDeadline], [DefaultRetryPeriod]. LeaseDuration must
-	// exceed RenewDeadline, and RenewDeadline 1.2 times RetryPeriod.
+	// [DefaultRenewDeadline], [DefaultRetryPeriod]. LeaseDuration must be
+	// a whole number of seconds, as a Lease holds it, and exceed
+	// RenewDeadline, and RenewDeadline 1.2 times RetryPeriod.
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
@@ -98,6 +100,11 @@ func (le LeaderElection) config() (LeaderElection, error) {
 	if le.LeaseDuration > maxLeaseDuration {
 		return le, fmt.Errorf("reconciler: WithLeaderElection LeaseDuration must be at most %v (a Lease holds it in int32 seconds), got %v", maxLeaseDuration, le.LeaseDuration)
 	}
+	if le.LeaseDuration%time.Second != 0 {
+		// client-go writes int(LeaseDuration / time.Second): 900ms would
+		// be a Lease of 0 seconds, which no replica ever leads.
+		return le, fmt.Errorf("reconciler: WithLeaderElection LeaseDuration must be a whole number of seconds (a Lease holds it in seconds), got %v", le.LeaseDuration)
+	}
 	// In float64: the product overflows a Duration for a RetryPeriod above
 	// about 243 years, and converted back it would wrap negative.
 	if float64(le.RenewDeadline) <= leaderelection.JitterFactor*float64(le.RetryPeriod) {
@@ -107,9 +114,12 @@ func (le LeaderElection) config() (LeaderElection, error) {
 }
 
 // elect runs lead while this replica holds the lease, again after each
-// time it loses it, until ctx is done. lead returns once its workers have
-// stopped; only then is the lease released, so that the next leader never
-// runs beside the last one.
+// time it loses it, until ctx is done. client-go's elector logs to the
+// reconciler's logger and releases the lease when ctx ends
+// (ReleaseOnCancel), so that a follower takes over at once instead of
+// after the lease duration; lead returns once its workers have stopped,
+// and only then is the lease released (workersFirst), so that the next
+// leader never runs beside the last one.
 func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) error {
 	cfg := *r.election
 	lock := &resourcelock.LeaseLock{
@@ -117,18 +127,20 @@ func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) erro
 		Client:     r.kube().CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}
+	ctx = klog.NewContext(ctx, r.log)
 	for ctx.Err() == nil {
-		acquired, finished := make(chan struct{}), make(chan struct{})
+		led, stopped := make(chan struct{}), make(chan struct{})
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock:          lock,
-			LeaseDuration: cfg.LeaseDuration,
-			RenewDeadline: cfg.RenewDeadline,
-			RetryPeriod:   cfg.RetryPeriod,
-			Name:          cfg.Name,
+			Lock:            workersFirst{lock, stopped},
+			LeaseDuration:   cfg.LeaseDuration,
+			RenewDeadline:   cfg.RenewDeadline,
+			RetryPeriod:     cfg.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            cfg.Name,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
-					close(acquired)
-					defer close(finished)
+					close(led)
+					defer close(stopped)
 					r.log.Info("leading", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
 					lead(ctx)
 				},
@@ -140,29 +152,36 @@ func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) erro
 		}
 		le.Run(ctx)
 		select {
-		case <-acquired:
-			<-finished
+		case <-led:
+			// client-go starts lead in a goroutine and returns without
+			// waiting for it: the next term must not overlap this one.
+			<-stopped
 			r.log.Info("stopped leading", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
-			r.release(lock, cfg)
 		default:
 		}
 	}
 	return ctx.Err()
 }
 
-// release gives the lease up if this replica still holds it, so that a
-// follower takes over at once instead of after the lease duration.
-func (r *Reconciler) release(lock *resourcelock.LeaseLock, cfg LeaderElection) {
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.RenewDeadline)
-	defer cancel()
-	rec, _, err := lock.Get(ctx)
-	if err != nil || rec.HolderIdentity != cfg.Identity {
-		return
+// workersFirst is the Lease lock of one leadership term. It holds
+// client-go's release of the lease (an update that names no holder) until
+// the term's workers have stopped, or the release's own deadline passes:
+// client-go releases as soon as the term ends, while lead may still be
+// finishing a write.
+type workersFirst struct {
+	resourcelock.Interface
+	stopped <-chan struct{}
+}
+
+func (l workersFirst) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if rec.HolderIdentity == "" {
+		select {
+		case <-l.stopped:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	now := metav1.NewTime(time.Now())
-	if err := lock.Update(ctx, resourcelock.LeaderElectionRecord{LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now}); err != nil {
-		r.log.Error(err, "releasing the lease", "lease", cfg.Namespace+"/"+cfg.Name)
-	}
+	return l.Interface.Update(ctx, rec)
 }
 
 func (r *Reconciler) kube() kubernetes.Interface {

@@ -289,7 +289,14 @@ func leaderElection(t *testing.T, scope reconciler.Scope) {
 	assert.ErrorIs(t, err, reconciler.ErrBusy, "a follower's Pass would write beside the leader")
 
 	leader.stop()
+	stopped := time.Now()
 	require.Eventually(t, follower.rec.Leading, drivertest.Settle, 20*time.Millisecond, "the follower takes over")
+	// The old leader released the lease once its workers had stopped
+	// (client-go's ReleaseOnCancel): the follower need not wait for it to
+	// expire.
+	took := time.Since(stopped)
+	t.Logf("the follower leads %v after the leader stopped", took)
+	assert.Less(t, took, lease("").LeaseDuration/2, "the follower waited for the lease to expire")
 	for _, name := range names {
 		_, err := plain.Start(context.Background(), r.NS, name)
 		require.NoError(t, err)
@@ -307,6 +314,63 @@ func leaderElection(t *testing.T, scope reconciler.Scope) {
 	}
 	assert.Zero(t, follower.counter.Refused(), "no PATCH refused with 409")
 	assert.Equal(t, map[string]int{"(any other write)": 0}, leader.counter.Reset(), "the old leader writes nothing")
+}
+
+// TestLeaseReleasedAfterWorkers: a leader stopped while one of its
+// workers is inside a write releases the lease only once that write is
+// answered: the follower does not lead beside it. client-go's
+// ReleaseOnCancel alone releases as soon as the term ends.
+func TestLeaseReleasedAfterWorkers(t *testing.T) {
+	r := drivertest.CurrentRig(t)
+	plain := r.Driver(t, nil)
+	lease := func(id string) reconciler.Option {
+		return reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id,
+			LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 100 * time.Millisecond})
+	}
+	var armed sync.Once
+	hold, held, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	cfg := rest.CopyConfig(r.Cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			select {
+			case <-hold:
+				if req.Method == http.MethodPatch && strings.Contains(req.URL.Path, "/sandboxes/") {
+					armed.Do(func() { close(held) })
+					<-release // a write on the wire does not stop with its context
+				}
+			default:
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	a, err := driver.New(cfg, "gw", []string{r.NS})
+	require.NoError(t, err)
+	t.Cleanup(a.Close)
+	leader := newReconciler(t, a, reconciler.WithPeriod(time.Hour), lease("a"))
+	stopLeader := runReconciler(t, leader)
+	require.Eventually(t, leader.Leading, drivertest.Settle, 20*time.Millisecond)
+	follower := newReconciler(t, r.Driver(t, nil), reconciler.WithPeriod(time.Hour), lease("b"))
+	runReconciler(t, follower)
+
+	names := admitted(t, r, plain, "sb", 1)
+	waitFor(t, plain, r.NS, names, "admitted", bootstrapDone)
+	close(hold)
+	moveFence(t, r)
+	select {
+	case <-held:
+	case <-time.After(drivertest.Settle):
+		t.Fatal("the leader sent no suspension")
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stopLeader()
+	}()
+	assert.Never(t, follower.Leading, time.Second, 20*time.Millisecond, "the follower leads while the old leader's write is under way")
+	close(release)
+	<-stopped
+	require.Eventually(t, follower.Leading, drivertest.Settle, 20*time.Millisecond, "the follower takes over")
+	waitFor(t, plain, r.NS, names, "suspended", suspended)
 }
 
 // TestWatchBreak: the connection under the informers is reset and new
