@@ -77,6 +77,9 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 			return nil, err
 		}
 	}
+	if len(d.opts.adapter) > 0 && kubeadapter.Applied(cfg) {
+		return nil, errors.New("driver: WithAdapterOptions cannot apply: the rest.Config already carries kubeadapter's stack, whose options stay; give them to that kubeadapter.Apply, or give New the config without it")
+	}
 	rc := rest.CopyConfig(cfg)
 	if rc.QPS == 0 && rc.RateLimiter == nil {
 		rc.QPS = -1

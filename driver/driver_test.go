@@ -118,6 +118,21 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// TestAdapterOptionsOnAppliedConfig: a config the caller already applied
+// keeps its stack and that stack's options. New refuses adapter options it
+// could not apply; they were dropped without a word (an observer given
+// this way saw no attempt). Without adapter options such a config is
+// taken as it is.
+func TestAdapterOptionsOnAppliedConfig(t *testing.T) {
+	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
+	require.NoError(t, kubeadapter.Apply(cfg))
+	_, err := driver.New(cfg, "gw", []string{"a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(time.Second)))
+	assert.EqualError(t, err, "driver: WithAdapterOptions cannot apply: the rest.Config already carries kubeadapter's stack, whose options stay; give them to that kubeadapter.Apply, or give New the config without it")
+	d, err := driver.New(cfg, "gw", []string{"a"})
+	require.NoError(t, err)
+	d.Close()
+}
+
 func TestStopIsANoOpWhenStopped(t *testing.T) {
 	a := drivertest.StaleFixture(t, "v1beta1", false)
 	d := drivertest.NewDriver(t, a, nil)

@@ -122,7 +122,9 @@ func WithLogger(l logr.Logger) Option {
 }
 
 // WithAdapterOptions passes options to kubeadapter.Apply, for example
-// kubeadapter.WithTimeout. Default: kubeadapter's.
+// kubeadapter.WithTimeout. Default: kubeadapter's. [New] refuses them for
+// a config that already carries the stack (kubeadapter.Applied), whose
+// own options would stay in force.
 func WithAdapterOptions(opts ...kubeadapter.Option) Option {
 	return optionFunc(func(o *options) error {
 		o.adapter = append(o.adapter, opts...)

@@ -193,7 +193,9 @@ func TestApplyAgainOverAPlainWrapper(t *testing.T) {
 	obs := kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: func(pooltrace.Attempt) { attempts.Add(1) }})
 
 	cfg := &rest.Config{Host: "http://" + p.Addr()}
+	require.False(t, kubeadapter.Applied(cfg))
 	require.NoError(t, kubeadapter.Apply(cfg, noBackoff, obs))
+	require.True(t, kubeadapter.Applied(cfg))
 	var plain atomic.Int32
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
@@ -202,6 +204,7 @@ func TestApplyAgainOverAPlainWrapper(t *testing.T) {
 		})
 	})
 	cp := rest.CopyConfig(cfg)
+	assert.False(t, kubeadapter.Applied(cp), "the plain wrapper hides the stack")
 	require.NoError(t, kubeadapter.Apply(cp, noBackoff, obs))
 
 	before := p.Accepted()

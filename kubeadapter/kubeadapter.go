@@ -205,7 +205,7 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 	if cfg.Timeout < 0 {
 		return fmt.Errorf("kubeadapter: rest.Config.Timeout must not be negative, got %v", cfg.Timeout)
 	}
-	if ours(cfg.WrapTransport) {
+	if Applied(cfg) {
 		return nil
 	}
 	if c.cloning() {
@@ -223,6 +223,12 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 	cfg.Timeout = 0
 	return nil
 }
+
+// Applied reports whether cfg carries the stack where [Apply] finds it:
+// its WrapTransport is the one Apply set, or Wrap's given to
+// rest.Config.Wrap. Apply then changes nothing, and its options do not
+// apply. A wrapper added after the stack hides it (see Apply).
+func Applied(cfg *rest.Config) bool { return cfg != nil && ours(cfg.WrapTransport) }
 
 // Wrap returns the kubewire stack as a client-go WrapperFunc, for programs
 // that assemble their own transport. It does not touch a rest.Config, so it
