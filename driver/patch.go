@@ -3,19 +3,17 @@ package driver
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 )
-
-// maxConflicts bounds re-reads after 409 Conflict in one operation.
-const maxConflicts = 5
 
 // update applies the merge patch that decide returns for the current state
 // of the sandbox, guarded by its resourceVersion. current, if not nil, is
 // the state to start from (a listed object); otherwise it is read. On 409
-// Conflict it reads again and decides again. A nil patch means nothing to
-// change; nothing is sent.
+// Conflict it reads again and decides again, as client-go's
+// retry.RetryOnConflict paces it (retry.DefaultRetry: five tries); the
+// last conflict is then the error. A nil patch means nothing to change;
+// nothing is sent.
 //
 // The guard makes the patch safe to retry after a transport error: a copy
 // that reached the API server twice fails the second time with 409 and is
@@ -25,30 +23,32 @@ func (d *Driver) update(ctx context.Context, op, ns, name string, current *Sandb
 	if err != nil {
 		return Sandbox{}, wrap(op, ns, name, err)
 	}
-	for i := 0; i < maxConflicts; i++ {
+	var out Sandbox
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var s Sandbox
-		if current != nil && i == 0 {
-			s = *current
-		} else if s, err = d.get(ctx, op, ns, name); err != nil {
-			return Sandbox{}, err
+		if current != nil {
+			s, current = *current, nil
+		} else {
+			var err error
+			if s, err = d.get(ctx, op, ns, name); err != nil {
+				return err
+			}
 		}
 		p := decide(s)
 		if p == nil {
-			return s, nil
+			out = s
+			return nil
 		}
 		p.Metadata.ResourceVersion = s.ResourceVersion
 		body, err := json.Marshal(p)
 		if err != nil {
-			return Sandbox{}, wrap(op, ns, name, err)
+			return err
 		}
-		out, err := client.mergePatch(ctx, ns, name, body)
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			return Sandbox{}, wrap(op, ns, name, err)
-		}
-		return out, nil
+		out, err = client.mergePatch(ctx, ns, name, body)
+		return err
+	})
+	if err != nil {
+		return Sandbox{}, wrap(op, ns, name, err)
 	}
-	return Sandbox{}, &Error{Op: op, Namespace: ns, Name: name, Kind: KindConflict, Err: fmt.Errorf("the sandbox changed %d times while it was being updated", maxConflicts)}
+	return out, nil
 }
