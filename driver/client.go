@@ -22,28 +22,6 @@ type sandboxClient interface {
 	delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error
 }
 
-// counted counts each write of its sandboxClient in flight in writes,
-// which the driver's Events wait for.
-type counted struct {
-	sandboxClient
-	writes *writes
-}
-
-func (c counted) create(ctx context.Context, meta metav1.ObjectMeta, tmpl sandboxv1beta1.PodTemplate) (Sandbox, error) {
-	defer c.writes.begin()()
-	return c.sandboxClient.create(ctx, meta, tmpl)
-}
-
-func (c counted) mergePatch(ctx context.Context, ns, name string, body []byte) (Sandbox, error) {
-	defer c.writes.begin()()
-	return c.sandboxClient.mergePatch(ctx, ns, name, body)
-}
-
-func (c counted) delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-	defer c.writes.begin()()
-	return c.sandboxClient.delete(ctx, ns, name, opts)
-}
-
 // generated is the method set the generated typed clients of both
 // versions share.
 type generated[T, L any] interface {

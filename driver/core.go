@@ -108,8 +108,11 @@ func (c core) Patch(ctx context.Context, s *Sandbox, decide func(Sandbox) intern
 	})
 }
 
-// Warn records a Warning Event about s.
-func (c core) Warn(s Sandbox, reason, action, note string) { c.d.events.warn(s, reason, action, note) }
+// Warn records a Warning Event about s; false when it was dropped (see
+// [WithEventLimit]).
+func (c core) Warn(s Sandbox, reason, action, note string) bool {
+	return c.d.events.warn(s, reason, action, note)
+}
 
 // Error returns err as an [*Error] of op on ns/name.
 func (c core) Error(op, ns, name string, err error) error { return wrap(op, ns, name, err) }

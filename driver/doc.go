@@ -51,14 +51,11 @@
 // # Events
 //
 // Events are events.k8s.io/v1 Events written by client-go's recorder
-// (k8s.io/client-go/tools/events) in the background; repeats of one Event
-// become a series. They wait for the writes they explain: the driver hands
-// one to the recorder once none of its sandbox writes is in flight (or a
-// second has passed, so that writes that never pause do not hold them back
-// for longer), and at most at the rate of [WithEventLimit], so that the
-// Events of a fence change over many sandboxes do not slow its
-// suspensions down. An Event's time is when it is handed over. At most
-// 50,000 wait; beyond that an Event is dropped, and the log says so once.
-// [Driver.Close] stops the recorder, drops the Events still waiting and
-// logs how many.
+// (k8s.io/client-go/tools/events) in the background, through a client of
+// their own, as the kubelet's are; repeats of one Event become a series.
+// They are best effort, as in Kubernetes: one over the event limit
+// ([WithEventLimit]) is dropped at once, so that the Events written go out
+// within moments of the writes they explain. A note longer than
+// events.k8s.io/v1 allows (1,024 bytes) is cut. [Driver.Close] stops the
+// recorder.
 package driver

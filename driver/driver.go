@@ -98,13 +98,24 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 	if d.kube, err = kubernetes.NewForConfigAndClient(rc, hc); err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
 	}
-	d.events = newRecorder(d.kube, d.opts.driverName, rate.NewLimiter(rate.Limit(d.opts.eventQPS), d.opts.eventBurst), d.opts.logger)
+	// Events get a client of their own, as the kubelet's do, limited to
+	// the event limit: they never wait behind the writes they explain.
+	ec := rest.CopyConfig(rc)
+	ec.QPS, ec.Burst = float32(d.opts.eventQPS), d.opts.eventBurst
+	if d.opts.eventQPS == float64(rate.Inf) {
+		ec.QPS = -1
+	}
+	events, err := kubernetes.NewForConfigAndClient(ec, hc)
+	if err != nil {
+		return nil, fmt.Errorf("driver: %w", err)
+	}
+	d.events = newRecorder(events, d.opts.driverName, rate.NewLimiter(rate.Limit(d.opts.eventQPS), d.opts.eventBurst), d.opts.logger)
 	return d, nil
 }
 
-// Close stops the driver's Event recorder: writes under way finish, Events
-// not yet written are dropped. The driver's operations keep working;
-// Events recorded after Close are dropped. It leaves the connections to
+// Close stops the driver's Event recorder and cancels the Event writes
+// under way. The driver's operations keep working; Events recorded after
+// Close are dropped. It leaves the connections to
 // the pool they belong to: client-go shares one transport between every
 // client of the same TLS settings, and middleware never empties it.
 func (d *Driver) Close() { d.events.shutdown() }
@@ -157,7 +168,7 @@ func (d *Driver) sandboxes(ctx context.Context) (sandboxClient, error) {
 	for _, gv := range []schema.GroupVersion{sandboxv1beta1.GroupVersion, sandboxv1alpha1.GroupVersion} {
 		err := d.sandboxCS.Discovery().RESTClient().Get().AbsPath("/apis", gv.Group, gv.Version).Do(ctx).Error()
 		if err == nil {
-			d.client = counted{newSandboxClient(d.sandboxCS, gv.Version), &d.events.writes}
+			d.client = newSandboxClient(d.sandboxCS, gv.Version)
 			return d.client, nil
 		}
 		if !apierrors.IsNotFound(err) {

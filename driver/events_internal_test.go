@@ -1,20 +1,24 @@
 package driver
 
 import (
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// TestEventsBounded: at most maxPending Events wait; beyond that one is
-// dropped, the log says so once, and Close counts it with those waiting.
-func TestEventsBounded(t *testing.T) {
+// TestEventsOverTheLimitDropped: an Event over the limit is dropped at once,
+// not queued; the first drop is logged, and Close logs the rest with their
+// count. The two Events within the burst are written.
+func TestEventsOverTheLimitDropped(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
 	log := funcr.New(func(_, args string) {
@@ -22,20 +26,53 @@ func TestEventsBounded(t *testing.T) {
 		lines = append(lines, args)
 		mu.Unlock()
 	}, funcr.Options{})
-	// The one token is spent: the next comes in eleven days, so nothing
-	// is handed over.
-	limiter := rate.NewLimiter(1e-6, 1)
-	limiter.Allow()
-	r := newRecorder(fake.NewClientset(), "test", limiter, log)
-	for i := range maxPending + 10 {
-		r.warn(Sandbox{Namespace: "a", Name: fmt.Sprintf("sb-%d", i)}, "StaleFence", "Suspend", "note")
+	kube := fake.NewClientset()
+	// A burst of two; the next token comes in eleven days.
+	r := newRecorder(kube, "test", rate.NewLimiter(1e-6, 2), log)
+	var got []bool
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		got = append(got, r.warn(Sandbox{Namespace: "ns", Name: name}, "StaleFence", "Suspend", "note"))
 	}
+	assert.Equal(t, []bool{true, true, false, false, false}, got)
+	require.Eventually(t, func() bool {
+		l, err := kube.EventsV1().Events("ns").List(t.Context(), metav1.ListOptions{})
+		require.NoError(t, err)
+		return len(l.Items) == 2
+	}, 10*time.Second, 10*time.Millisecond)
 	r.shutdown()
 	r.shutdown()
+	assert.False(t, r.warn(Sandbox{Namespace: "ns", Name: "f"}, "StaleFence", "Suspend", "note"), "recorded after Close")
 	mu.Lock()
 	defer mu.Unlock()
+	var dropped []string
+	for _, l := range lines {
+		if strings.Contains(l, "dropped Events") {
+			dropped = append(dropped, l)
+		}
+	}
 	assert.Equal(t, []string{
-		fmt.Sprintf(`"level"=0 "msg"="dropping Events: too many wait to be written" "waiting"=%d`, maxPending),
-		fmt.Sprintf(`"level"=0 "msg"="driver closed: dropped Events not yet written" "count"=%d`, maxPending+10),
-	}, lines, strings.Join(lines, "\n"))
+		`"level"=0 "msg"="dropped Events over the event limit (driver.WithEventLimit); the warnings they carried are in this log" "dropped"=1 "qps"=0.000001 "burst"=2`,
+		`"level"=0 "msg"="dropped Events over the event limit (driver.WithEventLimit); the warnings they carried are in this log" "dropped"=2 "qps"=0.000001 "burst"=2`,
+	}, dropped, strings.Join(lines, "\n"))
+}
+
+func TestTruncate(t *testing.T) {
+	long := strings.Repeat("x", 1162)
+	// A three-byte rune that the cut would split.
+	split := strings.Repeat("x", maxNote-4) + "€€"
+	tests := []struct {
+		give, want string
+	}{
+		{"", ""},
+		{"short", "short"},
+		{strings.Repeat("x", maxNote), strings.Repeat("x", maxNote)},
+		{long, long[:maxNote-3] + "..."},
+		{split, strings.Repeat("x", maxNote-4) + "..."},
+	}
+	for _, tt := range tests {
+		got := truncate(tt.give)
+		assert.Equal(t, tt.want, got)
+		assert.LessOrEqual(t, len(got), maxNote)
+		assert.True(t, utf8.ValidString(got))
+	}
 }

@@ -16,10 +16,8 @@ const (
 	DefaultFenceName  = "sandbox-workload-fence"
 	DefaultPageSize   = 500
 
-	// DefaultEventQPS and DefaultEventBurst bound the rate of Event
-	// writes, as the kubelet's eventRecordQPS and eventBurst do; they are
-	// the reconciler's default write limit too, so that at its default a
-	// fence change's Events keep up with its suspensions.
+	// DefaultEventQPS and DefaultEventBurst are the event limit, the
+	// kubelet's eventRecordQPS and eventBurst.
 	DefaultEventQPS   = 50
 	DefaultEventBurst = 100
 )
@@ -85,22 +83,17 @@ func WithPageSize(n int64) Option {
 	})
 }
 
-// WithEventLimit bounds the rate of the driver's Event writes to qps per
-// second with bursts of burst. Default: [DefaultEventQPS],
-// [DefaultEventBurst]. Events beyond it wait and are handed to
-// client-go's recorder later, in the order recorded; it writes them
-// concurrently, and drops one it cannot write. They also wait while a
-// sandbox write of the driver is in flight (see Events in the package
-// doc). A qps of rate.Inf (or +Inf) removes the bound. qps must be
-// positive and burst at least 1.
-//
-// client-go's recorder holds at most 1,000 Events it has not yet written
-// and drops the rest: a limit far above the rate at which the API server
-// takes Events loses some in a burst.
-//
-// Events share the API server with the writes they explain: unbounded, a
-// fence change over n sandboxes sends n Event creates beside the n
-// suspensions, and they slow the suspensions down.
+// WithEventLimit bounds the driver's Events to qps per second with bursts
+// of burst. Default: [DefaultEventQPS], [DefaultEventBurst]. Events are
+// written by client-go's events broadcaster through a client of their own
+// with that QPS and Burst, as the kubelet's are. Events are best effort,
+// as in Kubernetes: one over the limit is dropped, not queued, so that the
+// Events written go out within moments of the writes they explain, and
+// those of a fence change over many sandboxes do not slow its suspensions
+// down; the reconciler's warning log line stays for every one, and its
+// observer counts the drops (drivermetrics'
+// kubewire_reconciler_events_dropped_total). A qps of rate.Inf (or +Inf)
+// removes the bound. qps must be positive and burst at least 1.
 func WithEventLimit(qps float64, burst int) Option {
 	return optionFunc(func(o *options) error {
 		limit, err := internal.Limit("driver: WithEventLimit", qps, burst)

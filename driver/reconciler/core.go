@@ -25,7 +25,7 @@ type core interface {
 	ReadFence(ctx context.Context, ns string) (driver.Fence, bool, error)
 	List(ctx context.Context, ns string) ([]driver.Sandbox, error)
 	Patch(ctx context.Context, s *driver.Sandbox, decide func(driver.Sandbox) internal.Change) (driver.Sandbox, error)
-	Warn(s driver.Sandbox, reason, action, note string)
+	Warn(s driver.Sandbox, reason, action, note string) bool
 	Error(op, ns, name string, err error) error
 }
 

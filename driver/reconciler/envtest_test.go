@@ -14,6 +14,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
@@ -167,4 +168,41 @@ func TestUnreadableFence(t *testing.T) {
 	assert.Equal(t, 1, stats.Errors)
 	assert.Zero(t, stats.Actions)
 	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "unknown is not absent: nothing written")
+}
+
+// TestLongNoteEvent: a rollback whose cause the controller describes at
+// length (a scheduler's message of 1,162 bytes) still gets its Event, with
+// the note cut to the 1,024 bytes events.k8s.io/v1 takes. The API server
+// refused the whole Event before. The status is written as the controller
+// writes it; no controller runs.
+func TestLongNoteEvent(t *testing.T) {
+	ctx := context.Background()
+	r := drivertest.NewRig(t, drivertest.Config(t))
+	d := r.Driver(t, nil)
+	_, err := d.Create(ctx, r.NS, "long", driver.CreateSpec{PodTemplate: drivertest.AgentPod})
+	require.NoError(t, err)
+	cs, err := versioned.NewForConfig(r.Cfg)
+	require.NoError(t, err)
+	sb, err := cs.AgentsV1beta1().Sandboxes(r.NS).Get(ctx, "long", metav1.GetOptions{})
+	require.NoError(t, err)
+	msg := "0/3 nodes are available: " + strings.Repeat("1 node(s) didn't match Pod's node affinity/selector. ", 30)
+	msg = msg[:1162]
+	sb.Status.Conditions = []metav1.Condition{{Type: string(sandboxv1beta1.SandboxConditionReady), Status: metav1.ConditionFalse,
+		Reason: sandboxv1beta1.SandboxReasonDependenciesNotReady, Message: msg, ObservedGeneration: sb.Generation, LastTransitionTime: metav1.Now()}}
+	_, err = cs.AgentsV1beta1().Sandboxes(r.NS).UpdateStatus(ctx, sb, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	stats, err := newReconciler(t, d, reconciler.WithBootstrapGrace(time.Millisecond)).Pass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, stats.Warnings, "rolled back")
+	var e eventsv1.Event
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		l, err := r.CS.EventsV1().Events(r.NS).List(ctx, metav1.ListOptions{})
+		require.NoError(c, err)
+		require.Len(c, l.Items, 1)
+		e = l.Items[0]
+	}, drivertest.Settle, 20*time.Millisecond, "no Event")
+	assert.Equal(t, "BootstrapFailed", e.Reason)
+	assert.Len(t, e.Note, 1024)
+	assert.True(t, strings.HasSuffix(e.Note, "..."), e.Note)
 }

@@ -2,10 +2,10 @@ package reconciler_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,84 +101,41 @@ func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
 	}
 }
 
-// TestEventLimit: Events wait for the driver's event limit, and none is
-// lost while the driver runs. Five suspensions under a burst of 2: at a rate of one
-// token per eleven days, all five PATCHes are sent, two Events are
-// written, and Close drops the other three and says so; at 20 a second,
-// all five are written.
+// TestEventLimit: an Event over the driver's event limit is dropped, not
+// queued, and the reconciler's observer hears which were. Five
+// suspensions under a burst of 2 and one token per eleven days: all five
+// PATCHes are sent and warned about in the log, two Events are written,
+// three are reported dropped. Under a burst of 5, all five are written.
 func TestEventLimit(t *testing.T) {
-	suspend := func(t *testing.T, qps float64) (*drivertest.APIServer, *drivertest.Logs, *driver.Driver) {
+	suspend := func(t *testing.T, burst int) (*drivertest.APIServer, *drivertest.Logs, int) {
 		a := drivertest.StaleFixture(t, "v1beta1", true)
 		l := new(drivertest.Logs)
-		d := drivertest.NewDriver(t, a, l, driver.WithEventLimit(qps, 2))
-		stats, err := newReconciler(t, d).Pass(context.Background())
+		d := drivertest.NewDriver(t, a, l, driver.WithEventLimit(1e-6, burst))
+		var dropped atomic.Int32
+		rec := newReconciler(t, d, reconciler.WithObserver(reconciler.ObserverFuncs{Action: func(e reconciler.ActionEvent) {
+			if e.EventDropped {
+				dropped.Add(1)
+			}
+		}}))
+		stats, err := rec.Pass(context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, 5, stats.Actions)
 		assert.Equal(t, 5, a.Count("PATCH patch"))
-		return a, l, d
+		assert.Equal(t, 5, l.Count(staleWarning), "every warning is in the log")
+		return a, l, int(dropped.Load())
 	}
-	t.Run("close drops what waits", func(t *testing.T) {
-		a, l, d := suspend(t, 1e-6)
+	t.Run("over the limit dropped", func(t *testing.T) {
+		a, l, dropped := suspend(t, 2)
+		assert.Equal(t, 3, dropped)
 		assert.Eventually(t, func() bool { return a.Count("POST event") == 2 }, 10*time.Second, 10*time.Millisecond)
-		d.Close()
-		assert.Equal(t, 2, a.Count("POST event"), "an Event beyond the limit was written")
-		assert.Equal(t, 1, l.Count(`"msg"="driver closed: dropped Events not yet written" "count"=3`))
+		assert.Equal(t, 1, l.Count(`"dropped"=1`), "the first drop is logged")
 	})
 	t.Run("all are written", func(t *testing.T) {
-		a, l, d := suspend(t, 20)
+		a, l, dropped := suspend(t, 5)
+		assert.Zero(t, dropped)
 		assert.Eventually(t, func() bool { return a.Count("POST event") == 5 }, 10*time.Second, 10*time.Millisecond)
-		d.Close()
-		assert.Equal(t, 5, a.Count("POST event"))
 		assert.Zero(t, l.Count("dropped Events"))
 	})
-}
-
-// TestEventsYieldToWrites: an Event waits while one of the driver's
-// sandbox writes is in flight, but not for ever. A Delete is held at the
-// API server while a pass suspends five sandboxes: for a moment no Event
-// is written; then, the Delete still held, each goes out after at most a
-// second's wait.
-func TestEventsYieldToWrites(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", true)
-	a.AddSandbox("team-b", "sb-gone", false, "fence-b", 2)
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
-		if r.Method != http.MethodDelete {
-			return false
-		}
-		once.Do(func() { close(held) })
-		select {
-		case <-release:
-		case <-r.Context().Done():
-			return true
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Success","code":200}`)
-		return true
-	}
-	d := drivertest.NewDriver(t, a, nil, driver.WithAdapterOptions(kubeadapter.WithTimeout(time.Minute)))
-	deleted := make(chan error, 1)
-	go func() { deleted <- d.Delete(context.Background(), "team-b", "sb-gone") }()
-	<-held
-	defer func() {
-		close(release)
-		require.NoError(t, <-deleted)
-	}()
-	stats, err := newReconciler(t, d).Pass(context.Background())
-	require.NoError(t, err)
-	require.Equal(t, 5, stats.Actions)
-	// Nothing to wait for but the absence of a write: a short look, well
-	// within the second an Event waits.
-	time.Sleep(200 * time.Millisecond)
-	assert.Zero(t, a.Count("POST event"), "an Event was written while a write was in flight")
-	assert.Eventually(t, func() bool { return a.Count("POST event") == 5 }, 30*time.Second, 10*time.Millisecond,
-		"the Events wait for a write that never ends")
-	select {
-	case <-deleted:
-		t.Fatal("the Delete was not held")
-	default:
-	}
 }
 
 // TestUnknownIsNotAbsent: when the API server fails the LIST, the fence

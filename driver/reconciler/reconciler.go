@@ -39,6 +39,10 @@ type ActionEvent struct {
 	Type ActionType
 	// Warn says the action was a transition worth a warning and an Event.
 	Warn bool
+	// EventDropped says the warning's Event was over the driver's event
+	// limit (driver.WithEventLimit) and was not recorded; the warning is
+	// in the log.
+	EventDropped bool
 	// Err is nil when the action was carried out. A pass reports every
 	// error it counts in [PassStats.Errors]; Run reports every failure it
 	// queues again with backoff.
@@ -261,7 +265,7 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *driver.Sandbox,
 			return a, r.core.Error("reconcile", s.Namespace, s.Name, err)
 		}
 	}
-	before, err = r.act(ctx, s, live, now, a)
+	before, dropped, err := r.act(ctx, s, live, now, a)
 	if err != nil {
 		return a, err
 	}
@@ -272,7 +276,7 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *driver.Sandbox,
 	r.mu.Lock()
 	r.written[key] = before
 	r.mu.Unlock()
-	ev := ActionEvent{Type: a.Type, Warn: a.Warn}
+	ev := ActionEvent{Type: a.Type, Warn: a.Warn, EventDropped: dropped}
 	if a.Type == ActionSuspend && !fenced.IsZero() {
 		ev.SinceFence = time.Since(fenced)
 	}
@@ -304,9 +308,9 @@ func (r *Reconciler) failed(t ActionType, err error) {
 // act carries out a on s. It patches from the state it was given; on
 // conflict the object is read again and the decision made again, so a
 // sandbox that converged meanwhile is left alone. When a patch was
-// applied it returns the resourceVersions that predate it; nil when none
-// was.
-func (r *Reconciler) act(ctx context.Context, s *driver.Sandbox, live LiveFence, now time.Time, a Action) ([]string, error) {
+// applied it returns the resourceVersions that predate it, nil when none
+// was, and whether the warning's Event was dropped.
+func (r *Reconciler) act(ctx context.Context, s *driver.Sandbox, live LiveFence, now time.Time, a Action) ([]string, bool, error) {
 	// The patches are guarded by resourceVersion: a re-sent copy fails
 	// with 409 and is decided again, so they are safe to retry.
 	ctx = retry.ContextWithIdempotent(ctx)
@@ -343,18 +347,19 @@ func (r *Reconciler) act(ctx context.Context, s *driver.Sandbox, live LiveFence,
 		err = fenceErr
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !patched {
-		return nil, nil
+		return nil, false, nil
 	}
+	dropped := false
 	if a.Warn {
 		r.log.Info("warning: "+a.Message, "namespace", s.Namespace, "sandbox", s.Name, "action", a.Type.String(),
 			"recordedFenceUID", s.Fence.UID, "recordedFenceGeneration", s.Fence.Generation,
 			"liveFenceUID", live.Fence.UID, "liveFenceGeneration", live.Fence.Generation)
-		r.core.Warn(out, a.Reason, actionVerb(a.Type), a.Message)
+		dropped = !r.core.Warn(out, a.Reason, actionVerb(a.Type), a.Message)
 	}
-	return before, nil
+	return before, dropped, nil
 }
 
 // actionVerb is the action of an Event, what the driver did.
