@@ -10,6 +10,15 @@
 // takes over within the lease duration when it goes away. -once runs one
 // reconcile pass and exits.
 //
+// On SIGTERM or SIGINT the gateway stops accepting connections and
+// answers the requests it has accepted; then it stops the reconciler (a
+// leader releases its Lease) and the driver, and exits. A request still
+// unanswered -shutdown-grace (default 20s) after the signal is cut off: its
+// caller gets no answer, as the gateway cannot say what became of it, and
+// the gateway exits 1 saying so. Keep the grace below the pod's
+// terminationGracePeriodSeconds (default 30s), with room to stop the
+// reconciler.
+//
 // -scope chooses the reconciler's watches: namespaced opens two per
 // namespace, cluster two for all namespaces, auto (the default) cluster
 // from 10 namespaces when RBAC allows it. rbac/ holds the RBAC of each
@@ -91,9 +100,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	leaseNS := fs.String("lease-namespace", "", "namespace of the leader election Lease (default: the first -namespace)")
 	leaseName := fs.String("lease-name", "", "name of the leader election Lease (default: <gateway>-reconciler)")
 	once := fs.Bool("once", false, "run one reconcile pass and exit")
+	grace := fs.Duration("shutdown-grace", defaultShutdownGrace, "on SIGTERM or SIGINT, how long requests in flight have to be answered before they are cut off")
 	scope := scopeFlag(reconciler.ScopeAuto)
 	fs.Var(&scope, "scope", fmt.Sprintf("the reconciler's watches: namespaced (per namespace), cluster (one for all namespaces; needs a ClusterRole), or auto: cluster from %d namespaces if RBAC allows it (default auto)", reconciler.DefaultClusterThreshold))
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *grace <= 0 {
+		fmt.Fprintf(stderr, "gateway: -shutdown-grace must be positive, got %v\n", *grace)
 		return 2
 	}
 
@@ -144,43 +158,81 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return 0
 	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway: %v\n", err)
+		return 1
+	}
+	// ctx ends on SIGTERM or SIGINT, or when the reconciler stops on its
+	// own; either way the gateway shuts down. The reconciler has a context
+	// of its own, ended once the HTTP server has shut down: the gateway
+	// keeps reconciling while it answers what it accepted, and closes the
+	// driver last.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRec()
 	reconciled := make(chan error, 1)
 	go func() {
-		err := rec.Run(ctx)
-		if ctx.Err() == nil {
-			// The reconciler stopped on its own: stop serving.
+		err := rec.Run(recCtx)
+		if recCtx.Err() == nil {
 			log.Error(err, "reconciler stopped")
 			cancel()
 		}
 		reconciled <- err
 	}()
-	srv := &http.Server{Handler: newHandler(d, reg, log), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	ln, err := net.Listen("tcp", *listen)
-	if err == nil {
-		// The address as bound: with port 0, the one the system chose.
-		log.Info("serving", "addr", ln.Addr().String(), "namespaces", d.Namespaces())
-		err = srv.Serve(ln)
+	// Requests' contexts end only when the gateway cuts them off, not
+	// on SIGTERM, which Shutdown lets them finish.
+	base, cutOff := context.WithCancel(context.WithoutCancel(ctx))
+	defer cutOff()
+	srv := &http.Server{
+		Handler:           newHandler(d, reg, log),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintf(stderr, "gateway: %v\n", err)
-		cancel()
-		<-reconciled
-		return 1
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	// The address as bound: with port 0, the one the system chose.
+	log.Info("serving", "addr", ln.Addr().String(), "namespaces", d.Namespaces())
+	code := 0
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
 	}
+	// Stop accepting, answer what was accepted, then stop the reconciler
+	// and (deferred) the driver: main exits as soon as run returns.
+	log.Info("shutting down", "grace", grace.String())
+	shutdown, cancelShutdown := context.WithTimeout(context.Background(), *grace)
+	err = srv.Shutdown(shutdown)
+	cancelShutdown()
+	if err != nil {
+		// Their callers get no answer: not a success the gateway could
+		// not confirm.
+		_ = srv.Close()
+		cutOff()
+		fmt.Fprintf(stderr, "gateway: shutdown: -shutdown-grace %v ran out; cut off the requests still in flight, unanswered\n", *grace)
+		code = 1
+	}
+	if serveErr == nil {
+		serveErr = <-served
+	}
+	if !errors.Is(serveErr, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "gateway: %v\n", serveErr)
+		code = 1
+	}
+	stopRec()
 	if err := <-reconciled; !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "gateway: reconciler: %v\n", err)
-		return 1
+		code = 1
 	}
-	return 0
+	return code
 }
+
+// defaultShutdownGrace is -shutdown-grace's default: below Kubernetes'
+// default terminationGracePeriodSeconds (30s), leaving time to stop the
+// reconciler, which releases its Lease, before the kubelet kills the pod.
+const defaultShutdownGrace = 20 * time.Second
 
 // scopeFlag is -scope: a [reconciler.Scope] by its name.
 type scopeFlag reconciler.Scope

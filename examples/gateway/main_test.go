@@ -273,6 +273,9 @@ func TestRunBadFlags(t *testing.T) {
 	errOut.Reset()
 	assert.Equal(t, 2, run(context.Background(), []string{"-scope", "clusterwide"}, &errOut))
 	assert.Contains(t, errOut.String(), `invalid value "clusterwide" for flag -scope: want auto, namespaced or cluster`)
+	errOut.Reset()
+	assert.Equal(t, 2, run(context.Background(), []string{"-shutdown-grace", "0s"}, &errOut))
+	assert.Contains(t, errOut.String(), "gateway: -shutdown-grace must be positive, got 0s")
 }
 
 // TestTwoReplicas runs two gateways as replicas of one: they elect a
