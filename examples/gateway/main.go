@@ -19,6 +19,18 @@
 // terminationGracePeriodSeconds (default 30s), with room to stop the
 // reconciler.
 //
+// Every connection and request is bounded, so that no client holds a
+// goroutine and a file descriptor of the gateway for good: a client has
+// -read-timeout (default 30s) to send a request, headers and body; the
+// gateway works on it for at most -request-timeout (default 50s), then
+// answers 503, and must have written the answer -write-timeout (default
+// 60s, more than -request-timeout) after the headers arrived; a
+// keep-alive connection waits -idle-timeout (default 120s) for its next
+// request. Behind a load balancer, keep -idle-timeout above the
+// balancer's own (by default 60s for AWS's ALB and for nginx), so that
+// the balancer closes idle connections, never reusing one the gateway has
+// just closed.
+//
 // -scope chooses the reconciler's watches: namespaced opens two per
 // namespace, cluster two for all namespaces, auto (the default) cluster
 // from 10 namespaces when RBAC allows it. rbac/ holds the RBAC of each
@@ -101,13 +113,28 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	leaseName := fs.String("lease-name", "", "name of the leader election Lease (default: <gateway>-reconciler)")
 	once := fs.Bool("once", false, "run one reconcile pass and exit")
 	grace := fs.Duration("shutdown-grace", defaultShutdownGrace, "on SIGTERM or SIGINT, how long requests in flight have to be answered before they are cut off")
+	readTimeout := fs.Duration("read-timeout", defaultReadTimeout, "how long a client has to send a whole request, headers and body")
+	requestTimeout := fs.Duration("request-timeout", defaultRequestTimeout, "how long the gateway works on a request, its API server calls included, before it answers 503; less than -write-timeout")
+	writeTimeout := fs.Duration("write-timeout", defaultWriteTimeout, "how long the gateway has, from the end of a request's headers, to write the whole answer")
+	idleTimeout := fs.Duration("idle-timeout", defaultIdleTimeout, "how long a keep-alive connection may wait for its next request; above the idle timeout of a load balancer in front")
 	scope := scopeFlag(reconciler.ScopeAuto)
 	fs.Var(&scope, "scope", fmt.Sprintf("the reconciler's watches: namespaced (per namespace), cluster (one for all namespaces; needs a ClusterRole), or auto: cluster from %d namespaces if RBAC allows it (default auto)", reconciler.DefaultClusterThreshold))
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *grace <= 0 {
-		fmt.Fprintf(stderr, "gateway: -shutdown-grace must be positive, got %v\n", *grace)
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"shutdown-grace", *grace}, {"read-timeout", *readTimeout}, {"request-timeout", *requestTimeout}, {"write-timeout", *writeTimeout}, {"idle-timeout", *idleTimeout}} {
+		if f.d <= 0 {
+			fmt.Fprintf(stderr, "gateway: -%s must be positive, got %v\n", f.name, f.d)
+			return 2
+		}
+	}
+	if *requestTimeout >= *writeTimeout {
+		// Else a request that runs out of time has no time left to be
+		// answered: its caller sees the connection cut, not a 503.
+		fmt.Fprintf(stderr, "gateway: -request-timeout %v must be less than -write-timeout %v\n", *requestTimeout, *writeTimeout)
 		return 2
 	}
 
@@ -186,8 +213,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	base, cutOff := context.WithCancel(context.WithoutCancel(ctx))
 	defer cutOff()
 	srv := &http.Server{
-		Handler:           newHandler(d, reg, log),
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:           withTimeout(newHandler(d, reg, log), *requestTimeout),
+		ReadHeaderTimeout: min(*readTimeout, 10*time.Second),
+		ReadTimeout:       *readTimeout,
+		WriteTimeout:      *writeTimeout,
+		IdleTimeout:       *idleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	served := make(chan error, 1)
@@ -229,10 +259,41 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	return code
 }
 
-// defaultShutdownGrace is -shutdown-grace's default: below Kubernetes'
-// default terminationGracePeriodSeconds (30s), leaving time to stop the
-// reconciler, which releases its Lease, before the kubelet kills the pod.
-const defaultShutdownGrace = 20 * time.Second
+// The defaults of the gateway's timeouts.
+const (
+	// defaultShutdownGrace is below Kubernetes' default
+	// terminationGracePeriodSeconds (30s), leaving time to stop the
+	// reconciler, which releases its Lease, before the kubelet kills the
+	// pod.
+	defaultShutdownGrace = 20 * time.Second
+	// defaultReadTimeout lets a slow client send the largest body, 1 MiB,
+	// at about 280 kbit/s.
+	defaultReadTimeout = 30 * time.Second
+	// defaultRequestTimeout leaves room for an API call that runs into
+	// kubeadapter's per-attempt timeout (30s) and then its retry, or for
+	// an operation of several calls.
+	defaultRequestTimeout = 50 * time.Second
+	// defaultWriteTimeout leaves 10s after -request-timeout to write the
+	// answer.
+	defaultWriteTimeout = 60 * time.Second
+	// defaultIdleTimeout is above the default idle timeouts of common load
+	// balancers and proxies (60s for AWS's ALB and nginx), so that they,
+	// not the gateway, close an idle connection: closed by the gateway, it
+	// may be reused by the balancer at that very moment.
+	defaultIdleTimeout = 120 * time.Second
+)
+
+// withTimeout gives each request's context a deadline d away, which ends
+// the driver's calls for it: an operation that runs out of time is
+// answered 503 (kind unavailable) before -write-timeout cuts the
+// connection.
+func withTimeout(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
 
 // scopeFlag is -scope: a [reconciler.Scope] by its name.
 type scopeFlag reconciler.Scope
