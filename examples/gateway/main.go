@@ -52,7 +52,8 @@
 // with 400 before anything is sent.
 //
 // An error answers with the HTTP status of the driver error's kind (413
-// for a request body over 1 MiB) and a body {"kind": "...", "error":
+// for a request body over 1 MiB, 408 for one that did not arrive within
+// -read-timeout) and a body {"kind": "...", "error":
 // "...", "id": "..."}. The error says what failed and, when it is the
 // caller's to fix, why; never where the API server is (no URL, no
 // address). The id, also in the X-Request-Id header, finds the gateway's
@@ -400,7 +401,8 @@ type createRequest struct {
 // once, with nothing but white space after it. A body it refuses is an
 // error of kind [driver.KindInvalidArgument] naming the problem; one cut
 // off by [http.MaxBytesReader] keeps its [*http.MaxBytesError], which
-// [statusOf] answers with 413.
+// [statusOf] answers with 413, and one that could not be read is a
+// [*bodyError].
 func decodeCreate(ns string, body io.Reader) (createRequest, error) {
 	req, err := decodeStrict(body)
 	if err != nil {
@@ -416,7 +418,7 @@ func decodeStrict(body io.Reader) (createRequest, error) {
 		if errors.As(err, &tooLarge) {
 			return createRequest{}, fmt.Errorf("request body is larger than %d bytes (%g MiB): %w", tooLarge.Limit, float64(tooLarge.Limit)/(1<<20), err)
 		}
-		return createRequest{}, fmt.Errorf("reading the request body: %w", err)
+		return createRequest{}, &bodyError{err}
 	}
 	switch v := bytes.TrimLeft(b, " \t\r\n"); {
 	case len(v) == 0:
@@ -452,12 +454,37 @@ func decodeStrict(body io.Reader) (createRequest, error) {
 	return req, nil
 }
 
+// bodyError is a request body that could not be read, other than one
+// over the limit: the client stopped sending it within -read-timeout, or
+// went away. Its message, for the log, names the connection's addresses;
+// [publicMessage] leaves them out.
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string { return "reading the request body: " + e.err.Error() }
+
+func (e *bodyError) Unwrap() error { return e.err }
+
+// Timeout reports whether the body did not arrive within -read-timeout.
+func (e *bodyError) Timeout() bool { return errors.Is(e.err, os.ErrDeadlineExceeded) }
+
+func (e *bodyError) public() string {
+	if e.Timeout() {
+		return "the request body did not arrive within the gateway's read timeout"
+	}
+	return "reading the request body failed"
+}
+
 // statusOf maps an error to an HTTP status: 413 for a request body over
-// the limit, else by the driver error's kind.
+// the limit, 408 for one that did not arrive in time, else by the driver
+// error's kind.
 func statusOf(err error) int {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return http.StatusRequestEntityTooLarge
+	}
+	var body *bodyError
+	if errors.As(err, &body) && body.Timeout() {
+		return http.StatusRequestTimeout
 	}
 	switch driver.KindOf(err) {
 	case driver.KindNotFound:
@@ -512,6 +539,10 @@ func publicMessage(err error) string {
 		return "internal error"
 	}
 	head := (&driver.Error{Op: de.Op, Namespace: de.Namespace, Name: de.Name, Kind: de.Kind}).Error()
+	var body *bodyError
+	if errors.As(de.Err, &body) {
+		return head + ": " + body.public()
+	}
 	switch de.Kind {
 	case driver.KindNotFound, driver.KindAlreadyExists, driver.KindConflict, driver.KindPrecondition, driver.KindInvalidArgument:
 	default:

@@ -36,14 +36,17 @@ func TestRunClosesStalledConnections(t *testing.T) {
 		name string
 		flag string
 		give string // what the client sends, and then nothing
+		want string // how the answer starts
 	}{
 		{
 			name: "idle keep-alive", flag: "-idle-timeout",
 			give: "GET /metrics HTTP/1.1\r\nHost: gateway\r\n\r\n",
+			want: "HTTP/1.1 200 OK\r\n",
 		},
 		{
 			name: "1 of 1000 body bytes", flag: "-read-timeout",
 			give: "POST /v1/namespaces/" + ns.Name + "/sandboxes HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+			want: "HTTP/1.1 408 Request Timeout\r\n",
 		},
 	}
 	for _, tt := range tests {
@@ -55,9 +58,13 @@ func TestRunClosesStalledConnections(t *testing.T) {
 			_, err = io.WriteString(conn, tt.give)
 			require.NoError(t, err)
 			require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
-			// Whatever the gateway answers, then the end of the stream.
-			_, err = io.Copy(io.Discard, conn)
+			// The gateway's answer, then the end of the stream.
+			b, err := io.ReadAll(conn)
 			require.NoError(t, err, "the gateway did not close the connection within 10s of a %s of 200ms", tt.flag)
+			answer := string(b)
+			assert.True(t, strings.HasPrefix(answer, tt.want), answer)
+			// The connection's addresses are the gateway's business.
+			assert.NotContains(t, answer, "127.0.0.1")
 		})
 	}
 }
