@@ -53,11 +53,16 @@
 //
 // An error answers with the HTTP status of the driver error's kind (413
 // for a request body over 1 MiB, 408 for one that did not arrive within
-// -read-timeout) and a body {"kind": "...", "error":
-// "...", "id": "..."}. The error says what failed and, when it is the
-// caller's to fix, why; never where the API server is (no URL, no
-// address). The id, also in the X-Request-Id header, finds the gateway's
-// log line with the whole chain.
+// -read-timeout) and a body {"kind": "...", "error": "...", "id": "..."}.
+// The error says what failed and, when it is the caller's to fix, why;
+// never where the API server is (no URL, no address). The id, also in the
+// X-Request-Id header, finds the gateway's log line with the whole chain.
+//
+// A request the API server's admission refuses, for an exceeded quota or
+// a namespace being deleted, is answered 403 with the API server's
+// reason. Its authorizer's denial of the gateway's own user (RBAC lacks a
+// verb) is the gateway's to fix: 500, kind forbidden, and the message,
+// which names the user, only in the log.
 package main
 
 import (
@@ -74,6 +79,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -497,8 +503,33 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case driver.KindUnavailable:
 		return http.StatusServiceUnavailable
+	case driver.KindForbidden:
+		if refusedByAdmission(err) {
+			return http.StatusForbidden
+		}
 	}
 	return http.StatusInternalServerError
+}
+
+// authorizerDenial matches the message of the API server's authorizer
+// denying a request, k8s.io/apiserver's responsewriters.forbiddenMessage
+// (v0.37.2): `User "<name>" cannot <verb> resource ...` (or `path ...`),
+// after `<resource> "<name>" is forbidden: `. Admission's refusals, such as
+// ResourceQuota's "exceeded quota: ..." and NamespaceLifecycle's "unable
+// to create new content in namespace ... because it is being terminated",
+// have the same code and reason (403, Forbidden) and name no user: the
+// message is all that tells them apart.
+var authorizerDenial = regexp.MustCompile(`User "(?:[^"\\]|\\.)*" cannot `)
+
+// refusedByAdmission reports whether err, of kind forbidden, is the API
+// server's admission refusing the request (a quota, a namespace being
+// deleted), which its caller can act on, rather than its authorizer
+// denying the gateway's own user: that is the gateway's to fix, and its
+// message names the user. Anything it cannot tell is the latter.
+func refusedByAdmission(err error) bool {
+	var status apierrors.APIStatus
+	return driver.KindOf(err) == driver.KindForbidden && errors.As(err, &status) &&
+		!authorizerDenial.MatchString(status.Status().Message)
 }
 
 // reply writes body, if any, as JSON with code.
@@ -529,10 +560,11 @@ func fail(w http.ResponseWriter, r *http.Request, log logr.Logger, err error) {
 }
 
 // publicMessage is what a caller is told of err: the driver's operation,
-// sandbox and kind and, for a kind the caller can act on, the cause, which
-// is then the API server's message to its client or the driver's words
-// about the request. Other causes (a transport error, an API server's 5xx
-// answer, which may quote a proxy's) are left out.
+// sandbox and kind and, for a kind the caller can act on (a forbidden one
+// only if [refusedByAdmission]), the cause, which is then the API server's
+// message to its client or the driver's words about the request. Other
+// causes (a transport error, an API server's 5xx answer, which may quote
+// a proxy's, the authorizer's denial of the gateway's user) are left out.
 func publicMessage(err error) string {
 	var de *driver.Error
 	if !errors.As(err, &de) {
@@ -545,6 +577,10 @@ func publicMessage(err error) string {
 	}
 	switch de.Kind {
 	case driver.KindNotFound, driver.KindAlreadyExists, driver.KindConflict, driver.KindPrecondition, driver.KindInvalidArgument:
+	case driver.KindForbidden:
+		if !refusedByAdmission(err) {
+			return head
+		}
 	default:
 		return head
 	}
