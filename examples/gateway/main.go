@@ -10,6 +10,27 @@
 // takes over within the lease duration when it goes away. -once runs one
 // reconcile pass and exits.
 //
+// On SIGTERM or SIGINT the gateway stops accepting connections and
+// answers the requests it has accepted; then it stops the reconciler (a
+// leader releases its Lease) and the driver, and exits. A request still
+// unanswered -shutdown-grace (default 20s) after the signal is cut off: its
+// caller gets no answer, as the gateway cannot say what became of it, and
+// the gateway exits 1 saying so. Keep the grace below the pod's
+// terminationGracePeriodSeconds (default 30s), with room to stop the
+// reconciler.
+//
+// Every connection and request is bounded, so that no client holds a
+// goroutine and a file descriptor of the gateway for good: a client has
+// -read-timeout (default 30s) to send a request, headers and body; the
+// gateway works on it for at most -request-timeout (default 50s), then
+// answers 503, and must have written the answer -write-timeout (default
+// 60s, more than -request-timeout) after the headers arrived; a
+// keep-alive connection waits -idle-timeout (default 120s) for its next
+// request. Behind a load balancer, keep -idle-timeout above the
+// balancer's own (by default 60s for AWS's ALB and for nginx), so that
+// the balancer closes idle connections, never reusing one the gateway has
+// just closed.
+//
 // -scope chooses the reconciler's watches: namespaced opens two per
 // namespace, cluster two for all namespaces, auto (the default) cluster
 // from 10 namespaces when RBAC allows it. rbac/ holds the RBAC of each
@@ -31,11 +52,17 @@
 // with 400 before anything is sent.
 //
 // An error answers with the HTTP status of the driver error's kind (413
-// for a request body over 1 MiB) and a body {"kind": "...", "error":
-// "...", "id": "..."}. The error says what failed and, when it is the
-// caller's to fix, why; never where the API server is (no URL, no
-// address). The id, also in the X-Request-Id header, finds the gateway's
-// log line with the whole chain.
+// for a request body over 1 MiB, 408 for one that did not arrive within
+// -read-timeout) and a body {"kind": "...", "error": "...", "id": "..."}.
+// The error says what failed and, when it is the caller's to fix, why;
+// never where the API server is (no URL, no address). The id, also in the
+// X-Request-Id header, finds the gateway's log line with the whole chain.
+//
+// A request the API server's admission refuses, for an exceeded quota or
+// a namespace being deleted, is answered 403 with the API server's
+// reason. Its authorizer's denial of the gateway's own user (RBAC lacks a
+// verb) is the gateway's to fix: 500, kind forbidden, and the message,
+// which names the user, only in the log.
 package main
 
 import (
@@ -52,6 +79,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -91,9 +119,29 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	leaseNS := fs.String("lease-namespace", "", "namespace of the leader election Lease (default: the first -namespace)")
 	leaseName := fs.String("lease-name", "", "name of the leader election Lease (default: <gateway>-reconciler)")
 	once := fs.Bool("once", false, "run one reconcile pass and exit")
+	grace := fs.Duration("shutdown-grace", defaultShutdownGrace, "on SIGTERM or SIGINT, how long requests in flight have to be answered before they are cut off")
+	readTimeout := fs.Duration("read-timeout", defaultReadTimeout, "how long a client has to send a whole request, headers and body")
+	requestTimeout := fs.Duration("request-timeout", defaultRequestTimeout, "how long the gateway works on a request, its API server calls included, before it answers 503; less than -write-timeout")
+	writeTimeout := fs.Duration("write-timeout", defaultWriteTimeout, "how long the gateway has, from the end of a request's headers, to write the whole answer")
+	idleTimeout := fs.Duration("idle-timeout", defaultIdleTimeout, "how long a keep-alive connection may wait for its next request; above the idle timeout of a load balancer in front")
 	scope := scopeFlag(reconciler.ScopeAuto)
 	fs.Var(&scope, "scope", fmt.Sprintf("the reconciler's watches: namespaced (per namespace), cluster (one for all namespaces; needs a ClusterRole), or auto: cluster from %d namespaces if RBAC allows it (default auto)", reconciler.DefaultClusterThreshold))
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"shutdown-grace", *grace}, {"read-timeout", *readTimeout}, {"request-timeout", *requestTimeout}, {"write-timeout", *writeTimeout}, {"idle-timeout", *idleTimeout}} {
+		if f.d <= 0 {
+			fmt.Fprintf(stderr, "gateway: -%s must be positive, got %v\n", f.name, f.d)
+			return 2
+		}
+	}
+	if *requestTimeout >= *writeTimeout {
+		// Else a request that runs out of time has no time left to be
+		// answered: its caller sees the connection cut, not a 503.
+		fmt.Fprintf(stderr, "gateway: -request-timeout %v must be less than -write-timeout %v\n", *requestTimeout, *writeTimeout)
 		return 2
 	}
 
@@ -144,42 +192,114 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return 0
 	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway: %v\n", err)
+		return 1
+	}
+	// ctx ends on SIGTERM or SIGINT, or when the reconciler stops on its
+	// own; either way the gateway shuts down. The reconciler has a context
+	// of its own, ended once the HTTP server has shut down: the gateway
+	// keeps reconciling while it answers what it accepted, and closes the
+	// driver last.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRec()
 	reconciled := make(chan error, 1)
 	go func() {
-		err := rec.Run(ctx)
-		if ctx.Err() == nil {
-			// The reconciler stopped on its own: stop serving.
+		err := rec.Run(recCtx)
+		if recCtx.Err() == nil {
 			log.Error(err, "reconciler stopped")
 			cancel()
 		}
 		reconciled <- err
 	}()
-	srv := &http.Server{Handler: newHandler(d, reg, log), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	ln, err := net.Listen("tcp", *listen)
-	if err == nil {
-		// The address as bound: with port 0, the one the system chose.
-		log.Info("serving", "addr", ln.Addr().String(), "namespaces", d.Namespaces())
-		err = srv.Serve(ln)
+	// Requests' contexts end only when the gateway cuts them off, not
+	// on SIGTERM, which Shutdown lets them finish.
+	base, cutOff := context.WithCancel(context.WithoutCancel(ctx))
+	defer cutOff()
+	srv := &http.Server{
+		Handler:           withTimeout(newHandler(d, reg, log), *requestTimeout),
+		ReadHeaderTimeout: min(*readTimeout, 10*time.Second),
+		ReadTimeout:       *readTimeout,
+		WriteTimeout:      *writeTimeout,
+		IdleTimeout:       *idleTimeout,
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintf(stderr, "gateway: %v\n", err)
-		cancel()
-		<-reconciled
-		return 1
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	// The address as bound: with port 0, the one the system chose.
+	log.Info("serving", "addr", ln.Addr().String(), "namespaces", d.Namespaces())
+	code := 0
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
 	}
+	// Stop accepting, answer what was accepted, then stop the reconciler
+	// and (deferred) the driver: main exits as soon as run returns.
+	log.Info("shutting down", "grace", grace.String())
+	shutdown, cancelShutdown := context.WithTimeout(context.Background(), *grace)
+	err = srv.Shutdown(shutdown)
+	cancelShutdown()
+	if err != nil {
+		// Their callers get no answer: not a success the gateway could
+		// not confirm.
+		_ = srv.Close()
+		cutOff()
+		fmt.Fprintf(stderr, "gateway: shutdown: -shutdown-grace %v ran out; cut off the requests still in flight, unanswered\n", *grace)
+		code = 1
+	}
+	if serveErr == nil {
+		serveErr = <-served
+	}
+	if !errors.Is(serveErr, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "gateway: %v\n", serveErr)
+		code = 1
+	}
+	stopRec()
 	if err := <-reconciled; !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "gateway: reconciler: %v\n", err)
-		return 1
+		code = 1
 	}
-	return 0
+	return code
+}
+
+// The defaults of the gateway's timeouts.
+const (
+	// defaultShutdownGrace is below Kubernetes' default
+	// terminationGracePeriodSeconds (30s), leaving time to stop the
+	// reconciler, which releases its Lease, before the kubelet kills the
+	// pod.
+	defaultShutdownGrace = 20 * time.Second
+	// defaultReadTimeout lets a slow client send the largest body, 1 MiB,
+	// at about 280 kbit/s.
+	defaultReadTimeout = 30 * time.Second
+	// defaultRequestTimeout leaves room for an API call that runs into
+	// kubeadapter's per-attempt timeout (30s) and then its retry, or for
+	// an operation of several calls.
+	defaultRequestTimeout = 50 * time.Second
+	// defaultWriteTimeout leaves 10s after -request-timeout to write the
+	// answer.
+	defaultWriteTimeout = 60 * time.Second
+	// defaultIdleTimeout is above the default idle timeouts of common load
+	// balancers and proxies (60s for AWS's ALB and nginx), so that they,
+	// not the gateway, close an idle connection: closed by the gateway, it
+	// may be reused by the balancer at that very moment.
+	defaultIdleTimeout = 120 * time.Second
+)
+
+// withTimeout gives each request's context a deadline d away, which ends
+// the driver's calls for it: an operation that runs out of time is
+// answered 503 (kind unavailable) before -write-timeout cuts the
+// connection.
+func withTimeout(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // scopeFlag is -scope: a [reconciler.Scope] by its name.
@@ -287,7 +407,8 @@ type createRequest struct {
 // once, with nothing but white space after it. A body it refuses is an
 // error of kind [driver.KindInvalidArgument] naming the problem; one cut
 // off by [http.MaxBytesReader] keeps its [*http.MaxBytesError], which
-// [statusOf] answers with 413.
+// [statusOf] answers with 413, and one that could not be read is a
+// [*bodyError].
 func decodeCreate(ns string, body io.Reader) (createRequest, error) {
 	req, err := decodeStrict(body)
 	if err != nil {
@@ -303,7 +424,7 @@ func decodeStrict(body io.Reader) (createRequest, error) {
 		if errors.As(err, &tooLarge) {
 			return createRequest{}, fmt.Errorf("request body is larger than %d bytes (%g MiB): %w", tooLarge.Limit, float64(tooLarge.Limit)/(1<<20), err)
 		}
-		return createRequest{}, fmt.Errorf("reading the request body: %w", err)
+		return createRequest{}, &bodyError{err}
 	}
 	switch v := bytes.TrimLeft(b, " \t\r\n"); {
 	case len(v) == 0:
@@ -339,12 +460,37 @@ func decodeStrict(body io.Reader) (createRequest, error) {
 	return req, nil
 }
 
+// bodyError is a request body that could not be read, other than one
+// over the limit: the client stopped sending it within -read-timeout, or
+// went away. Its message, for the log, names the connection's addresses;
+// [publicMessage] leaves them out.
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string { return "reading the request body: " + e.err.Error() }
+
+func (e *bodyError) Unwrap() error { return e.err }
+
+// Timeout reports whether the body did not arrive within -read-timeout.
+func (e *bodyError) Timeout() bool { return errors.Is(e.err, os.ErrDeadlineExceeded) }
+
+func (e *bodyError) public() string {
+	if e.Timeout() {
+		return "the request body did not arrive within the gateway's read timeout"
+	}
+	return "reading the request body failed"
+}
+
 // statusOf maps an error to an HTTP status: 413 for a request body over
-// the limit, else by the driver error's kind.
+// the limit, 408 for one that did not arrive in time, else by the driver
+// error's kind.
 func statusOf(err error) int {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return http.StatusRequestEntityTooLarge
+	}
+	var body *bodyError
+	if errors.As(err, &body) && body.Timeout() {
+		return http.StatusRequestTimeout
 	}
 	switch driver.KindOf(err) {
 	case driver.KindNotFound:
@@ -357,8 +503,33 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case driver.KindUnavailable:
 		return http.StatusServiceUnavailable
+	case driver.KindForbidden:
+		if refusedByAdmission(err) {
+			return http.StatusForbidden
+		}
 	}
 	return http.StatusInternalServerError
+}
+
+// authorizerDenial matches the message of the API server's authorizer
+// denying a request, k8s.io/apiserver's responsewriters.forbiddenMessage
+// (v0.37.2): `User "<name>" cannot <verb> resource ...` (or `path ...`),
+// after `<resource> "<name>" is forbidden: `. Admission's refusals, such as
+// ResourceQuota's "exceeded quota: ..." and NamespaceLifecycle's "unable
+// to create new content in namespace ... because it is being terminated",
+// have the same code and reason (403, Forbidden) and name no user: the
+// message is all that tells them apart.
+var authorizerDenial = regexp.MustCompile(`User "(?:[^"\\]|\\.)*" cannot `)
+
+// refusedByAdmission reports whether err, of kind forbidden, is the API
+// server's admission refusing the request (a quota, a namespace being
+// deleted), which its caller can act on, rather than its authorizer
+// denying the gateway's own user: that is the gateway's to fix, and its
+// message names the user. Anything it cannot tell is the latter.
+func refusedByAdmission(err error) bool {
+	var status apierrors.APIStatus
+	return driver.KindOf(err) == driver.KindForbidden && errors.As(err, &status) &&
+		!authorizerDenial.MatchString(status.Status().Message)
 }
 
 // reply writes body, if any, as JSON with code.
@@ -389,18 +560,27 @@ func fail(w http.ResponseWriter, r *http.Request, log logr.Logger, err error) {
 }
 
 // publicMessage is what a caller is told of err: the driver's operation,
-// sandbox and kind and, for a kind the caller can act on, the cause, which
-// is then the API server's message to its client or the driver's words
-// about the request. Other causes (a transport error, an API server's 5xx
-// answer, which may quote a proxy's) are left out.
+// sandbox and kind and, for a kind the caller can act on (a forbidden one
+// only if [refusedByAdmission]), the cause, which is then the API server's
+// message to its client or the driver's words about the request. Other
+// causes (a transport error, an API server's 5xx answer, which may quote
+// a proxy's, the authorizer's denial of the gateway's user) are left out.
 func publicMessage(err error) string {
 	var de *driver.Error
 	if !errors.As(err, &de) {
 		return "internal error"
 	}
 	head := (&driver.Error{Op: de.Op, Namespace: de.Namespace, Name: de.Name, Kind: de.Kind}).Error()
+	var body *bodyError
+	if errors.As(de.Err, &body) {
+		return head + ": " + body.public()
+	}
 	switch de.Kind {
 	case driver.KindNotFound, driver.KindAlreadyExists, driver.KindConflict, driver.KindPrecondition, driver.KindInvalidArgument:
+	case driver.KindForbidden:
+		if !refusedByAdmission(err) {
+			return head
+		}
 	default:
 		return head
 	}

@@ -273,6 +273,22 @@ func TestRunBadFlags(t *testing.T) {
 	errOut.Reset()
 	assert.Equal(t, 2, run(context.Background(), []string{"-scope", "clusterwide"}, &errOut))
 	assert.Contains(t, errOut.String(), `invalid value "clusterwide" for flag -scope: want auto, namespaced or cluster`)
+	for _, tt := range []struct {
+		give []string
+		want string
+	}{
+		{[]string{"-shutdown-grace", "0s"}, "gateway: -shutdown-grace must be positive, got 0s"},
+		{[]string{"-read-timeout", "0s"}, "gateway: -read-timeout must be positive, got 0s"},
+		{[]string{"-request-timeout", "-1s"}, "gateway: -request-timeout must be positive, got -1s"},
+		{[]string{"-write-timeout", "0s"}, "gateway: -write-timeout must be positive, got 0s"},
+		{[]string{"-idle-timeout", "-5m"}, "gateway: -idle-timeout must be positive, got -5m0s"},
+		{[]string{"-request-timeout", "1m"}, "gateway: -request-timeout 1m0s must be less than -write-timeout 1m0s"},
+		{[]string{"-write-timeout", "10s"}, "gateway: -request-timeout 50s must be less than -write-timeout 10s"},
+	} {
+		errOut.Reset()
+		assert.Equal(t, 2, run(context.Background(), tt.give, &errOut), "%v", tt.give)
+		assert.Contains(t, errOut.String(), tt.want, "%v", tt.give)
+	}
 }
 
 // TestTwoReplicas runs two gateways as replicas of one: they elect a
