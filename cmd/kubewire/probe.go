@@ -55,6 +55,12 @@ type report struct {
 	Summary string `json:"summary"`
 }
 
+// maxDuration bounds -timeout and each of -gaps. A day is longer than any
+// idle limit worth probing; and it keeps the probe's arithmetic in range:
+// kubewire's list may take [retryRoom] of -timeout, about three times it,
+// and a time.Duration holds about 292 years.
+const maxDuration = 24 * time.Hour
+
 type gapsFlag []time.Duration
 
 func (g *gapsFlag) String() string {
@@ -72,6 +78,9 @@ func (g *gapsFlag) Set(v string) error {
 		if err != nil || d < 0 {
 			return fmt.Errorf("gap %q is not a non-negative duration", f)
 		}
+		if d > maxDuration {
+			return fmt.Errorf("gap %q is longer than the %v maximum", f, maxDuration)
+		}
 		out = append(out, d)
 	}
 	*g = out
@@ -86,12 +95,12 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a cluster to probe (default: $KUBECONFIG; with neither, a built-in local server)")
 	kcontext := fs.String("context", "", "kubeconfig context")
-	timeout := fs.Duration("timeout", 2*time.Second, "kubewire's per-request timeout, and the longest either client may wait for one answer")
+	timeout := fs.Duration("timeout", 2*time.Second, "kubewire's per-request timeout, and the longest either client may wait for one answer (at most 24h)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	latency := fs.Duration("latency", 300*time.Millisecond, "local server only: how long it takes to answer")
 	lbIdle := fs.Duration("lb-idle", time.Second, "local server only: a load balancer in front of it drops flows idle longer than this")
 	gaps := gapsFlag{}
-	fs.Var(&gaps, "gaps", "comma-separated idle gaps (default 0s,500ms,900ms,1.5s,2.5s locally; 0s,5s,15s,30s,60s,90s against a cluster)")
+	fs.Var(&gaps, "gaps", "comma-separated idle gaps, each at most 24h (default 0s,500ms,900ms,1.5s,2.5s locally; 0s,5s,15s,30s,60s,90s against a cluster)")
 	// Help asked for goes to stdout and succeeds, as `kubewire -h` does; a
 	// mistake goes to stderr. The flag package would print both to one
 	// writer.
@@ -113,6 +122,10 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *timeout <= 0 {
 		fmt.Fprintf(stderr, "kubewire probe: -timeout must be positive, got %v\n", *timeout)
+		return 2
+	}
+	if *timeout > maxDuration {
+		fmt.Fprintf(stderr, "kubewire probe: -timeout %v is longer than the %v maximum\n", *timeout, maxDuration)
 		return 2
 	}
 	if *kubeconfig == "" {
