@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -242,5 +245,43 @@ func TestProbeFlagLimits(t *testing.T) {
 				assert.Equal(t, "ok", r.Outcome, "%s: %s", r.Client, r.Error)
 			}
 		})
+	}
+}
+
+// failingWriter fails every write, as a full disk or a closed pipe does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// TestProbeWriteError: a report that could not be written is a failure,
+// and stderr says so, in either format.
+func TestProbeWriteError(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	tests := []struct {
+		name   string
+		stdout func(t *testing.T) io.Writer
+		want   string
+	}{
+		{"failing writer", func(t *testing.T) io.Writer { return failingWriter{} }, "kubewire probe: writing the report: disk full"},
+		{"/dev/full", func(t *testing.T) io.Writer {
+			f, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = f.Close() })
+			return f
+		}, "kubewire probe: writing the report: write /dev/full: no space left on device"},
+	}
+	for _, tt := range tests {
+		for _, format := range []string{"text", "json"} {
+			t.Run(tt.name+", "+format, func(t *testing.T) {
+				args := []string{"probe", "-latency", "0s", "-lb-idle", "250ms", "-gaps", "0s"}
+				if format == "json" {
+					args = append(args, "-json")
+				}
+				var errOut strings.Builder
+				code := run(context.Background(), args, tt.stdout(t), &errOut)
+				assert.Equal(t, 1, code, errOut.String())
+				assert.True(t, strings.HasSuffix(errOut.String(), tt.want+"\n"), "the last line names the failed write: %q", errOut.String())
+			})
+		}
 	}
 }

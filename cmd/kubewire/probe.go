@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -187,13 +188,23 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	rep.Summary = summarize(rep.Rows)
+	// The report is written whole, in one write whose error says whether
+	// it arrived: on a full disk or a closed pipe the probe must fail.
+	var b bytes.Buffer
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(&b)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
-		return 0
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "kubewire probe: encoding the report: %s\n", message(err))
+			return 1
+		}
+	} else {
+		printReport(&b, rep)
 	}
-	printReport(stdout, rep)
+	if _, err := stdout.Write(b.Bytes()); err != nil {
+		fmt.Fprintf(stderr, "kubewire probe: writing the report: %s\n", message(err))
+		return 1
+	}
 	return 0
 }
 
