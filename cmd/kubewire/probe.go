@@ -94,7 +94,7 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), "usage: kubewire probe [flags]\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a cluster to probe (default: $KUBECONFIG; with neither, a built-in local server)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a cluster to probe (default: $KUBECONFIG, which may list files to merge as kubectl does; with neither, a built-in local server)")
 	kcontext := fs.String("context", "", "kubeconfig context")
 	timeout := fs.Duration("timeout", 2*time.Second, "kubewire's per-request timeout, and the longest either client may wait for one answer (at most 24h)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
@@ -129,8 +129,21 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kubewire probe: -timeout %v is longer than the %v maximum\n", *timeout, maxDuration)
 		return 2
 	}
-	if *kubeconfig == "" {
-		*kubeconfig = os.Getenv("KUBECONFIG")
+	// -kubeconfig names one file, as kubectl's does; $KUBECONFIG may list
+	// several, merged as kubectl merges them.
+	var rules *clientcmd.ClientConfigLoadingRules
+	var missing error
+	if *kubeconfig != "" {
+		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig}
+	} else if *kubeconfig = os.Getenv(clientcmd.RecommendedConfigPathEnvVar); *kubeconfig != "" {
+		rules = clientcmd.NewDefaultClientConfigLoadingRules()
+		// Migration copies an old ~/.kube/.kubeconfig to ~/.kube/config: a
+		// probe writes nothing.
+		rules.MigrationRules = nil
+		// Files that are missing are skipped; when all are, client-go only
+		// logs their names, and the error would say no more than that the
+		// configuration is empty.
+		rules.Warner = func(err error) { missing = err }
 	}
 
 	rep := report{Timeout: timeout.String()}
@@ -152,8 +165,10 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			gaps = gapsFlag{0, 500 * time.Millisecond, 900 * time.Millisecond, 1500 * time.Millisecond, 2500 * time.Millisecond}
 		}
 	} else {
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig}
 		c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kcontext}).ClientConfig()
+		if missing != nil && clientcmd.IsEmptyConfig(err) {
+			err = missing
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "kubewire probe: loading kubeconfig %s: %v\n", *kubeconfig, message(err))
 			return 1

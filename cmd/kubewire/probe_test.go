@@ -363,3 +363,45 @@ func TestProbeRedacts(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeKubeconfigList: $KUBECONFIG may list files, which the probe
+// merges as kubectl does: a file that is missing is skipped, and only when
+// every one is missing does loading fail, naming them.
+func TestProbeKubeconfigList(t *testing.T) {
+	const token = "t0ken-list-5a4b3c"
+	dir := t.TempDir()
+	// One file holds the cluster and the context, the other the user the
+	// context names; fakeAPI checks that the user's token arrives.
+	withCluster := clientcmdapi.NewConfig()
+	withCluster.Clusters["test"] = fakeAPI(t, "", "", token)
+	withCluster.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	withCluster.CurrentContext = "test"
+	withUser := clientcmdapi.NewConfig()
+	withUser.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: token}
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	require.NoError(t, clientcmd.WriteToFile(*withCluster, a))
+	require.NoError(t, clientcmd.WriteToFile(*withUser, b))
+	none1, none2 := filepath.Join(dir, "none1.yaml"), filepath.Join(dir, "none2.yaml")
+	list := func(paths ...string) string { return strings.Join(paths, string(filepath.ListSeparator)) }
+
+	tests := []struct {
+		name string
+		give string
+		code int
+		want string
+	}{
+		{"cluster in one file, user in the other", list(a, b), 0, `"mode": "cluster from ` + list(a, b) + `"`},
+		{"a missing file", list(a, none1, b), 0, `"outcome": "ok"`},
+		{"every file missing", list(none1, none2), 1, "kubewire probe: loading kubeconfig " + list(none1, none2) + ": Config not found: " + none1 + ", " + none2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", tt.give)
+			var out, errOut strings.Builder
+			code := run(context.Background(), []string{"probe", "-gaps", "0s", "-timeout", "10s", "-json"}, &out, &errOut)
+			assert.Equal(t, tt.code, code, errOut.String())
+			assert.Contains(t, out.String()+errOut.String(), tt.want)
+			assert.NotContains(t, out.String()+errOut.String(), token)
+		})
+	}
+}
