@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -343,11 +344,12 @@ func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, er
 	r := row{Client: p.name, Gap: gap.String(), GapSeconds: gap.Seconds()}
 	timeout := fmt.Sprintf("the %v -timeout", limit)
 	err := within(ctx, limit, timeout, func(ctx context.Context) error {
-		_, err := p.cs.Discovery().ServerVersionWithContext(ctx)
-		return err
+		// Error, unlike the Raw of ServerVersion, keeps the message of a
+		// Status the server answers with, such as who it forbids.
+		return p.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
 	})
 	if err != nil {
-		return r, fmt.Errorf("%s cannot reach the API server: %w", p.name, err)
+		return r, warmUpError(p.name, err)
 	}
 	select {
 	case <-time.After(gap):
@@ -396,6 +398,18 @@ func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, er
 		r.Outcome = "ok"
 	}
 	return r, nil
+}
+
+// warmUpError says what stopped client's warm-up, err: an answer that
+// refused it, or no answer.
+func warmUpError(client string, err error) error {
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the API server answered %s with 401 Unauthorized, refusing its credentials: %w", client, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("the API server answered %s with 403 Forbidden, refusing the request: %w", client, err)
+	}
+	return fmt.Errorf("%s cannot reach the API server: %w", client, err)
 }
 
 // within runs req with a context that ends after limit, which what names

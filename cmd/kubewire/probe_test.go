@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -230,7 +232,7 @@ func TestProbeInterrupt(t *testing.T) {
 // the server URL, or a bearer token.
 func fakeAPI(t *testing.T, user, password, token string) *clientcmdapi.Cluster {
 	t.Helper()
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := tlsCluster(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token != "" {
 			assert.Equal(t, "Bearer "+token, r.Header.Get("Authorization"))
 		} else {
@@ -247,13 +249,20 @@ func fakeAPI(t *testing.T, user, password, token string) *clientcmdapi.Cluster {
 			http.NotFound(w, r)
 		}
 	}))
-	t.Cleanup(srv.Close)
-	server := srv.URL
 	if user != "" {
-		server = strings.Replace(server, "://", "://"+user+":"+password+"@", 1)
+		c.Server = strings.Replace(c.Server, "://", "://"+user+":"+password+"@", 1)
 	}
+	return c
+}
+
+// tlsCluster serves h over TLS on loopback until the test ends, and
+// returns the cluster entry of a kubeconfig for it.
+func tlsCluster(t *testing.T, h http.Handler) *clientcmdapi.Cluster {
+	t.Helper()
+	srv := httptest.NewTLSServer(h)
+	t.Cleanup(srv.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	return &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	return &clientcmdapi.Cluster{Server: srv.URL, CertificateAuthorityData: ca}
 }
 
 // TestProbeRedacts: the credentials in a kubeconfig appear nowhere in what
@@ -401,6 +410,60 @@ func TestProbeKubeconfigList(t *testing.T) {
 			code := run(context.Background(), []string{"probe", "-gaps", "0s", "-timeout", "10s", "-json"}, &out, &errOut)
 			assert.Equal(t, tt.code, code, errOut.String())
 			assert.Contains(t, out.String()+errOut.String(), tt.want)
+			assert.NotContains(t, out.String()+errOut.String(), token)
+		})
+	}
+}
+
+// TestProbeRefused: a server that answers and refuses the credentials, or
+// the request, is reported as that, not as one the client cannot reach.
+func TestProbeRefused(t *testing.T) {
+	const token = "t0ken-refused-6f5e4d"
+	status := func(code int, reason metav1.StatusReason, msg string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			assert.NoError(t, json.NewEncoder(w).Encode(metav1.Status{
+				TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+				Status:   metav1.StatusFailure, Message: msg, Reason: reason, Code: int32(code),
+			}))
+		}
+	}
+	tests := []struct {
+		name    string
+		handler http.Handler
+		want    string // after "kubewire probe: " and the client's name
+	}{
+		{
+			name:    "401",
+			handler: status(http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized"),
+			want:    " with 401 Unauthorized, refusing its credentials: Unauthorized",
+		},
+		{
+			// A proxy in front of the API server answers in text.
+			name: "401 in text",
+			handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "no entry", http.StatusUnauthorized)
+			}),
+			want: " with 401 Unauthorized, refusing its credentials: the server has asked for the client to provide credentials",
+		},
+		{
+			name:    "403",
+			handler: status(http.StatusForbidden, metav1.StatusReasonForbidden, `forbidden: User "alice" cannot get path "/version"`),
+			want:    ` with 403 Forbidden, refusing the request: forbidden: User "alice" cannot get path "/version"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", "")
+			path := writeKubeconfig(t, tlsCluster(t, tt.handler), token)
+			var out, errOut strings.Builder
+			code := run(context.Background(), []string{"probe", "-kubeconfig", path, "-gaps", "0s", "-timeout", "10s"}, &out, &errOut)
+			assert.Equal(t, 1, code, errOut.String())
+			for _, client := range []string{"client-go", "kubewire"} {
+				assert.Contains(t, errOut.String(), "kubewire probe: the API server answered "+client+tt.want)
+			}
+			assert.NotContains(t, errOut.String(), "cannot reach")
 			assert.NotContains(t, out.String()+errOut.String(), token)
 		})
 	}
