@@ -11,9 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -296,6 +298,9 @@ type prober struct {
 
 	// stack is set for the client through kubewire's stack.
 	stack bool
+	// plugin is the command of the kubeconfig's exec credential plugin,
+	// if it has one.
+	plugin string
 
 	mu       sync.Mutex
 	attempts []pooltrace.Attempt
@@ -305,6 +310,9 @@ type prober struct {
 // zero, kubewire with that timeout otherwise.
 func newProber(name string, cfg *rest.Config, timeout time.Duration) (*prober, error) {
 	p := &prober{name: name}
+	if cfg.ExecProvider != nil {
+		p.plugin = cfg.ExecProvider.Command
+	}
 	c := rest.CopyConfig(cfg)
 	// A dialer of its own keeps client-go from sharing one cached
 	// transport, and so one pool, between the two clients.
@@ -339,11 +347,12 @@ func newProber(name string, cfg *rest.Config, timeout time.Duration) (*prober, e
 // and reports what happened to that list. The warm-up may take at most
 // limit, as may stock client-go's list; kubewire's list may take its whole
 // retry loop ([retryRoom]), since a stalled attempt retried on a new
-// connection is what the probe is there to show.
+// connection is what the probe is there to show; a request that outlives
+// its time, [abandonAfter] more ([prober.within]).
 func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, error) {
 	r := row{Client: p.name, Gap: gap.String(), GapSeconds: gap.Seconds()}
 	timeout := fmt.Sprintf("the %v -timeout", limit)
-	err := within(ctx, limit, timeout, func(ctx context.Context) error {
+	err := p.within(ctx, limit, timeout, func(ctx context.Context) error {
 		// Error, unlike the Raw of ServerVersion, keeps the message of a
 		// Status the server answers with, such as who it forbids.
 		return p.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
@@ -365,7 +374,7 @@ func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, er
 		listTimeout = fmt.Sprintf("%v, kubewire's %d attempts of the %v -timeout", listLimit, retry.DefaultMaxAttempts, limit)
 	}
 	start := time.Now()
-	err = within(ctx, listLimit, listTimeout, func(ctx context.Context) error {
+	err = p.within(ctx, listLimit, listTimeout, func(ctx context.Context) error {
 		_, err := p.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
 		return err
 	})
@@ -403,7 +412,10 @@ func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, er
 // warmUpError says what stopped client's warm-up, err: an answer that
 // refused it, or no answer.
 func warmUpError(client string, err error) error {
+	var abandoned *abandonedError
 	switch {
+	case errors.As(err, &abandoned) && abandoned.Plugin != "":
+		return fmt.Errorf("%s got no credentials: %w", client, err)
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("the API server answered %s with 401 Unauthorized, refusing its credentials: %w", client, err)
 	case apierrors.IsForbidden(err):
@@ -418,15 +430,67 @@ func warmUpError(client string, err error) error {
 // deadline of its own. The deadline travels in the context, so the
 // clients' transports, which are what the probe measures, stay as they
 // are.
-func within(ctx context.Context, limit time.Duration, what string, req func(context.Context) error) error {
+//
+// A request that outlives its context is abandoned: [abandonAfter] once
+// limit has passed, and at once when ctx ends, so that the first Ctrl-C
+// ends the probe. client-go's transports end a request with its context;
+// what does not is a kubeconfig's exec credential plugin, which client-go
+// runs, before the transport, without a deadline.
+func (p *prober) within(ctx context.Context, limit time.Duration, what string, req func(context.Context) error) error {
 	rctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	err := req(rctx)
+	var sent atomic.Bool
+	rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{GetConn: func(string) { sent.Store(true) }})
+	done := make(chan error, 1)
+	go func() { done <- req(rctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-rctx.Done():
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(abandonAfter):
+			e := &abandonedError{What: what}
+			if !sent.Load() {
+				e.Plugin = p.plugin
+			}
+			return e
+		}
+	}
 	if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("no answer within %s: %w", what, err)
 	}
 	return err
 }
+
+// abandonAfter is how long [prober.within] waits, once a request's time
+// is up, for it to end: client-go ends one at once, with an error that
+// says more than the probe's.
+const abandonAfter = time.Second
+
+// abandonedError is a request that did not end when its time was up, and
+// that the probe stopped waiting for. It is still running.
+type abandonedError struct {
+	// What names the time the request had, as "the 2s -timeout".
+	What string
+	// Plugin is the command of the exec credential plugin the request was
+	// waiting for: set when the request never reached the transport and
+	// the kubeconfig has one.
+	Plugin string
+}
+
+func (e *abandonedError) Error() string {
+	if e.Plugin != "" {
+		return fmt.Sprintf("the exec credential plugin %s has not answered within %s; client-go gives it no deadline, and it is still running", e.Plugin, e.What)
+	}
+	return fmt.Sprintf("no answer within %s, and the request did not end with its context; it is still running", e.What)
+}
+
+func (e *abandonedError) Unwrap() error { return context.DeadlineExceeded }
+
+func (e *abandonedError) Timeout() bool { return true }
 
 // retryRoom is the longest the kubewire stack's retry loop can take with
 // the default retry options and a per-attempt timeout: every attempt's
