@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -195,5 +198,90 @@ func TestHelp(t *testing.T) {
 			assert.Contains(t, out.String(), tt.want)
 			assert.Empty(t, errOut.String())
 		})
+	}
+}
+
+// TestProbeFlagLimits: a duration the probe's arithmetic cannot hold, or
+// one that makes no sense, is refused before anything is sent, naming the
+// flag and the value; the largest allowed are accepted.
+func TestProbeFlagLimits(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	local := []string{"-latency", "0s", "-lb-idle", "250ms"}
+	tests := []struct {
+		name string
+		give []string
+		code int
+		want string // in stderr
+	}{
+		{"huge timeout", []string{"-timeout", "1000000h", "-gaps", "0s"}, 2, "kubewire probe: -timeout 1000000h0m0s is longer than the 24h0m0s maximum"},
+		{"timeout just over", []string{"-timeout", "24h0m0.001s", "-gaps", "0s"}, 2, "kubewire probe: -timeout 24h0m0.001s is longer than the 24h0m0s maximum"},
+		{"zero timeout", []string{"-timeout", "0s"}, 2, "kubewire probe: -timeout must be positive, got 0s"},
+		{"negative timeout", []string{"-timeout", "-1s"}, 2, "kubewire probe: -timeout must be positive, got -1s"},
+		{"huge gap", []string{"-gaps", "0s,1000000h"}, 2, `invalid value "0s,1000000h" for flag -gaps: gap "1000000h" is longer than the 24h0m0s maximum`},
+		{"gap just over", []string{"-gaps", "24h0m0.001s"}, 2, `invalid value "24h0m0.001s" for flag -gaps: gap "24h0m0.001s" is longer than the 24h0m0s maximum`},
+		{"negative gap", []string{"-gaps", "-1s"}, 2, `invalid value "-1s" for flag -gaps: gap "-1s" is not a non-negative duration`},
+		{"largest timeout", []string{"-timeout", "24h", "-gaps", "0s"}, 0, "probing: idle gap 0s (1 of 1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A refused value is refused at once; one that is not, with the
+			// local server, takes a second or two. The deadline stops a probe
+			// that sleeps through a huge gap.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var out, errOut strings.Builder
+			code := run(ctx, append(append([]string{"probe", "-json"}, local...), tt.give...), &out, &errOut)
+			assert.Equal(t, tt.code, code, errOut.String())
+			assert.Contains(t, errOut.String(), tt.want)
+			if tt.code != 0 {
+				assert.Empty(t, out.String())
+				return
+			}
+			var rep struct {
+				Rows []struct{ Client, Outcome, Error string }
+			}
+			require.NoError(t, json.Unmarshal([]byte(out.String()), &rep), out.String())
+			for _, r := range rep.Rows {
+				assert.Equal(t, "ok", r.Outcome, "%s: %s", r.Client, r.Error)
+			}
+		})
+	}
+}
+
+// failingWriter fails every write, as a full disk or a closed pipe does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// TestProbeWriteError: a report that could not be written is a failure,
+// and stderr says so, in either format.
+func TestProbeWriteError(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	tests := []struct {
+		name   string
+		stdout func(t *testing.T) io.Writer
+		want   string
+	}{
+		{"failing writer", func(t *testing.T) io.Writer { return failingWriter{} }, "kubewire probe: writing the report: disk full"},
+		{"/dev/full", func(t *testing.T) io.Writer {
+			f, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = f.Close() })
+			return f
+		}, "kubewire probe: writing the report: write /dev/full: no space left on device"},
+	}
+	for _, tt := range tests {
+		for _, format := range []string{"text", "json"} {
+			t.Run(tt.name+", "+format, func(t *testing.T) {
+				args := []string{"probe", "-latency", "0s", "-lb-idle", "250ms", "-gaps", "0s"}
+				if format == "json" {
+					args = append(args, "-json")
+				}
+				var errOut strings.Builder
+				code := run(context.Background(), args, tt.stdout(t), &errOut)
+				assert.Equal(t, 1, code, errOut.String())
+				assert.True(t, strings.HasSuffix(errOut.String(), tt.want+"\n"), "the last line names the failed write: %q", errOut.String())
+			})
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,12 +11,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -55,6 +59,12 @@ type report struct {
 	Summary string `json:"summary"`
 }
 
+// maxDuration bounds -timeout and each of -gaps. A day is longer than any
+// idle limit worth probing; and it keeps the probe's arithmetic in range:
+// kubewire's list may take [retryRoom] of -timeout, about three times it,
+// and a time.Duration holds about 292 years.
+const maxDuration = 24 * time.Hour
+
 type gapsFlag []time.Duration
 
 func (g *gapsFlag) String() string {
@@ -72,6 +82,9 @@ func (g *gapsFlag) Set(v string) error {
 		if err != nil || d < 0 {
 			return fmt.Errorf("gap %q is not a non-negative duration", f)
 		}
+		if d > maxDuration {
+			return fmt.Errorf("gap %q is longer than the %v maximum", f, maxDuration)
+		}
 		out = append(out, d)
 	}
 	*g = out
@@ -84,14 +97,14 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), "usage: kubewire probe [flags]\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a cluster to probe (default: $KUBECONFIG; with neither, a built-in local server)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a cluster to probe (default: $KUBECONFIG, which may list files to merge as kubectl does; with neither, a built-in local server)")
 	kcontext := fs.String("context", "", "kubeconfig context")
-	timeout := fs.Duration("timeout", 2*time.Second, "kubewire's per-request timeout, and the longest either client may wait for one answer")
+	timeout := fs.Duration("timeout", 2*time.Second, "kubewire's per-request timeout, and the longest either client may wait for one answer (at most 24h)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	latency := fs.Duration("latency", 300*time.Millisecond, "local server only: how long it takes to answer")
 	lbIdle := fs.Duration("lb-idle", time.Second, "local server only: a load balancer in front of it drops flows idle longer than this")
 	gaps := gapsFlag{}
-	fs.Var(&gaps, "gaps", "comma-separated idle gaps (default 0s,500ms,900ms,1.5s,2.5s locally; 0s,5s,15s,30s,60s,90s against a cluster)")
+	fs.Var(&gaps, "gaps", "comma-separated idle gaps, each at most 24h (default 0s,500ms,900ms,1.5s,2.5s locally; 0s,5s,15s,30s,60s,90s against a cluster)")
 	// Help asked for goes to stdout and succeeds, as `kubewire -h` does; a
 	// mistake goes to stderr. The flag package would print both to one
 	// writer.
@@ -115,8 +128,25 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kubewire probe: -timeout must be positive, got %v\n", *timeout)
 		return 2
 	}
-	if *kubeconfig == "" {
-		*kubeconfig = os.Getenv("KUBECONFIG")
+	if *timeout > maxDuration {
+		fmt.Fprintf(stderr, "kubewire probe: -timeout %v is longer than the %v maximum\n", *timeout, maxDuration)
+		return 2
+	}
+	// -kubeconfig names one file, as kubectl's does; $KUBECONFIG may list
+	// several, merged as kubectl merges them.
+	var rules *clientcmd.ClientConfigLoadingRules
+	var missing error
+	if *kubeconfig != "" {
+		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig}
+	} else if *kubeconfig = os.Getenv(clientcmd.RecommendedConfigPathEnvVar); *kubeconfig != "" {
+		rules = clientcmd.NewDefaultClientConfigLoadingRules()
+		// Migration copies an old ~/.kube/.kubeconfig to ~/.kube/config: a
+		// probe writes nothing.
+		rules.MigrationRules = nil
+		// Files that are missing are skipped; when all are, client-go only
+		// logs their names, and the error would say no more than that the
+		// configuration is empty.
+		rules.Warner = func(err error) { missing = err }
 	}
 
 	rep := report{Timeout: timeout.String()}
@@ -138,8 +168,10 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			gaps = gapsFlag{0, 500 * time.Millisecond, 900 * time.Millisecond, 1500 * time.Millisecond, 2500 * time.Millisecond}
 		}
 	} else {
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig}
 		c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kcontext}).ClientConfig()
+		if missing != nil && clientcmd.IsEmptyConfig(err) {
+			err = missing
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "kubewire probe: loading kubeconfig %s: %v\n", *kubeconfig, message(err))
 			return 1
@@ -174,13 +206,23 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	rep.Summary = summarize(rep.Rows)
+	// The report is written whole, in one write whose error says whether
+	// it arrived: on a full disk or a closed pipe the probe must fail.
+	var b bytes.Buffer
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(&b)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
-		return 0
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "kubewire probe: encoding the report: %s\n", message(err))
+			return 1
+		}
+	} else {
+		printReport(&b, rep)
 	}
-	printReport(stdout, rep)
+	if _, err := stdout.Write(b.Bytes()); err != nil {
+		fmt.Fprintf(stderr, "kubewire probe: writing the report: %s\n", message(err))
+		return 1
+	}
 	return 0
 }
 
@@ -256,6 +298,9 @@ type prober struct {
 
 	// stack is set for the client through kubewire's stack.
 	stack bool
+	// plugin is the command of the kubeconfig's exec credential plugin,
+	// if it has one.
+	plugin string
 
 	mu       sync.Mutex
 	attempts []pooltrace.Attempt
@@ -265,6 +310,9 @@ type prober struct {
 // zero, kubewire with that timeout otherwise.
 func newProber(name string, cfg *rest.Config, timeout time.Duration) (*prober, error) {
 	p := &prober{name: name}
+	if cfg.ExecProvider != nil {
+		p.plugin = cfg.ExecProvider.Command
+	}
 	c := rest.CopyConfig(cfg)
 	// A dialer of its own keeps client-go from sharing one cached
 	// transport, and so one pool, between the two clients.
@@ -299,16 +347,18 @@ func newProber(name string, cfg *rest.Config, timeout time.Duration) (*prober, e
 // and reports what happened to that list. The warm-up may take at most
 // limit, as may stock client-go's list; kubewire's list may take its whole
 // retry loop ([retryRoom]), since a stalled attempt retried on a new
-// connection is what the probe is there to show.
+// connection is what the probe is there to show; a request that outlives
+// its time, [abandonAfter] more ([prober.within]).
 func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, error) {
 	r := row{Client: p.name, Gap: gap.String(), GapSeconds: gap.Seconds()}
 	timeout := fmt.Sprintf("the %v -timeout", limit)
-	err := within(ctx, limit, timeout, func(ctx context.Context) error {
-		_, err := p.cs.Discovery().ServerVersionWithContext(ctx)
-		return err
+	err := p.within(ctx, limit, timeout, func(ctx context.Context) error {
+		// Error, unlike the Raw of ServerVersion, keeps the message of a
+		// Status the server answers with, such as who it forbids.
+		return p.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
 	})
 	if err != nil {
-		return r, fmt.Errorf("%s cannot reach the API server: %w", p.name, err)
+		return r, warmUpError(p.name, err)
 	}
 	select {
 	case <-time.After(gap):
@@ -324,7 +374,7 @@ func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, er
 		listTimeout = fmt.Sprintf("%v, kubewire's %d attempts of the %v -timeout", listLimit, retry.DefaultMaxAttempts, limit)
 	}
 	start := time.Now()
-	err = within(ctx, listLimit, listTimeout, func(ctx context.Context) error {
+	err = p.within(ctx, listLimit, listTimeout, func(ctx context.Context) error {
 		_, err := p.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
 		return err
 	})
@@ -359,21 +409,88 @@ func (p *prober) measure(ctx context.Context, gap, limit time.Duration) (row, er
 	return r, nil
 }
 
+// warmUpError says what stopped client's warm-up, err: an answer that
+// refused it, or no answer.
+func warmUpError(client string, err error) error {
+	var abandoned *abandonedError
+	switch {
+	case errors.As(err, &abandoned) && abandoned.Plugin != "":
+		return fmt.Errorf("%s got no credentials: %w", client, err)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the API server answered %s with 401 Unauthorized, refusing its credentials: %w", client, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("the API server answered %s with 403 Forbidden, refusing the request: %w", client, err)
+	}
+	return fmt.Errorf("%s cannot reach the API server: %w", client, err)
+}
+
 // within runs req with a context that ends after limit, which what names
 // in the error. The probe is a diagnostic for clusters that may not answer
 // at all: it must end whatever the server does, and stock client-go has no
 // deadline of its own. The deadline travels in the context, so the
 // clients' transports, which are what the probe measures, stay as they
 // are.
-func within(ctx context.Context, limit time.Duration, what string, req func(context.Context) error) error {
+//
+// A request that outlives its context is abandoned: [abandonAfter] once
+// limit has passed, and at once when ctx ends, so that the first Ctrl-C
+// ends the probe. client-go's transports end a request with its context;
+// what does not is a kubeconfig's exec credential plugin, which client-go
+// runs, before the transport, without a deadline.
+func (p *prober) within(ctx context.Context, limit time.Duration, what string, req func(context.Context) error) error {
 	rctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	err := req(rctx)
+	var sent atomic.Bool
+	rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{GetConn: func(string) { sent.Store(true) }})
+	done := make(chan error, 1)
+	go func() { done <- req(rctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-rctx.Done():
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(abandonAfter):
+			e := &abandonedError{What: what}
+			if !sent.Load() {
+				e.Plugin = p.plugin
+			}
+			return e
+		}
+	}
 	if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("no answer within %s: %w", what, err)
 	}
 	return err
 }
+
+// abandonAfter is how long [prober.within] waits, once a request's time
+// is up, for it to end: client-go ends one at once, with an error that
+// says more than the probe's.
+const abandonAfter = time.Second
+
+// abandonedError is a request that did not end when its time was up, and
+// that the probe stopped waiting for. It is still running.
+type abandonedError struct {
+	// What names the time the request had, as "the 2s -timeout".
+	What string
+	// Plugin is the command of the exec credential plugin the request was
+	// waiting for: set when the request never reached the transport and
+	// the kubeconfig has one.
+	Plugin string
+}
+
+func (e *abandonedError) Error() string {
+	if e.Plugin != "" {
+		return fmt.Sprintf("the exec credential plugin %s has not answered within %s; client-go gives it no deadline, and it is still running", e.Plugin, e.What)
+	}
+	return fmt.Sprintf("no answer within %s, and the request did not end with its context; it is still running", e.What)
+}
+
+func (e *abandonedError) Unwrap() error { return context.DeadlineExceeded }
+
+func (e *abandonedError) Timeout() bool { return true }
 
 // retryRoom is the longest the kubewire stack's retry loop can take with
 // the default retry options and a per-attempt timeout: every attempt's

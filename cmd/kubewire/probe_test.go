@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -76,9 +80,16 @@ func newBlackHole(t *testing.T) *blackHole {
 // the token only to a server on TLS.
 func writeKubeconfig(t *testing.T, cluster *clientcmdapi.Cluster, token string) string {
 	t.Helper()
+	return writeKubeconfigUser(t, cluster, &clientcmdapi.AuthInfo{Token: token})
+}
+
+// writeKubeconfigUser writes a kubeconfig for cluster and user, and
+// returns its path.
+func writeKubeconfigUser(t *testing.T, cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo) string {
+	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["test"] = cluster
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.AuthInfos["test"] = user
 	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
 	kc.CurrentContext = "test"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
@@ -230,7 +241,7 @@ func TestProbeInterrupt(t *testing.T) {
 // the server URL, or a bearer token.
 func fakeAPI(t *testing.T, user, password, token string) *clientcmdapi.Cluster {
 	t.Helper()
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := tlsCluster(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token != "" {
 			assert.Equal(t, "Bearer "+token, r.Header.Get("Authorization"))
 		} else {
@@ -247,13 +258,20 @@ func fakeAPI(t *testing.T, user, password, token string) *clientcmdapi.Cluster {
 			http.NotFound(w, r)
 		}
 	}))
-	t.Cleanup(srv.Close)
-	server := srv.URL
 	if user != "" {
-		server = strings.Replace(server, "://", "://"+user+":"+password+"@", 1)
+		c.Server = strings.Replace(c.Server, "://", "://"+user+":"+password+"@", 1)
 	}
+	return c
+}
+
+// tlsCluster serves h over TLS on loopback until the test ends, and
+// returns the cluster entry of a kubeconfig for it.
+func tlsCluster(t *testing.T, h http.Handler) *clientcmdapi.Cluster {
+	t.Helper()
+	srv := httptest.NewTLSServer(h)
+	t.Cleanup(srv.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	return &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	return &clientcmdapi.Cluster{Server: srv.URL, CertificateAuthorityData: ca}
 }
 
 // TestProbeRedacts: the credentials in a kubeconfig appear nowhere in what
@@ -361,5 +379,235 @@ func TestProbeRedacts(t *testing.T) {
 				assert.Contains(t, got, tt.want, "the server is named")
 			})
 		}
+	}
+}
+
+// TestProbeKubeconfigList: $KUBECONFIG may list files, which the probe
+// merges as kubectl does: a file that is missing is skipped, and only when
+// every one is missing does loading fail, naming them.
+func TestProbeKubeconfigList(t *testing.T) {
+	const token = "t0ken-list-5a4b3c"
+	dir := t.TempDir()
+	// One file holds the cluster and the context, the other the user the
+	// context names; fakeAPI checks that the user's token arrives.
+	withCluster := clientcmdapi.NewConfig()
+	withCluster.Clusters["test"] = fakeAPI(t, "", "", token)
+	withCluster.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	withCluster.CurrentContext = "test"
+	withUser := clientcmdapi.NewConfig()
+	withUser.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: token}
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	require.NoError(t, clientcmd.WriteToFile(*withCluster, a))
+	require.NoError(t, clientcmd.WriteToFile(*withUser, b))
+	none1, none2 := filepath.Join(dir, "none1.yaml"), filepath.Join(dir, "none2.yaml")
+	list := func(paths ...string) string { return strings.Join(paths, string(filepath.ListSeparator)) }
+
+	tests := []struct {
+		name string
+		give string
+		code int
+		want string
+	}{
+		{"cluster in one file, user in the other", list(a, b), 0, `"mode": "cluster from ` + list(a, b) + `"`},
+		{"a missing file", list(a, none1, b), 0, `"outcome": "ok"`},
+		{"every file missing", list(none1, none2), 1, "kubewire probe: loading kubeconfig " + list(none1, none2) + ": Config not found: " + none1 + ", " + none2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", tt.give)
+			var out, errOut strings.Builder
+			code := run(context.Background(), []string{"probe", "-gaps", "0s", "-timeout", "10s", "-json"}, &out, &errOut)
+			assert.Equal(t, tt.code, code, errOut.String())
+			assert.Contains(t, out.String()+errOut.String(), tt.want)
+			assert.NotContains(t, out.String()+errOut.String(), token)
+		})
+	}
+}
+
+// TestProbeRefused: a server that answers and refuses the credentials, or
+// the request, is reported as that, not as one the client cannot reach.
+func TestProbeRefused(t *testing.T) {
+	const token = "t0ken-refused-6f5e4d"
+	status := func(code int, reason metav1.StatusReason, msg string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			assert.NoError(t, json.NewEncoder(w).Encode(metav1.Status{
+				TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+				Status:   metav1.StatusFailure, Message: msg, Reason: reason, Code: int32(code),
+			}))
+		}
+	}
+	tests := []struct {
+		name    string
+		handler http.Handler
+		want    string // after "kubewire probe: " and the client's name
+	}{
+		{
+			name:    "401",
+			handler: status(http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized"),
+			want:    " with 401 Unauthorized, refusing its credentials: Unauthorized",
+		},
+		{
+			// A proxy in front of the API server answers in text.
+			name: "401 in text",
+			handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "no entry", http.StatusUnauthorized)
+			}),
+			want: " with 401 Unauthorized, refusing its credentials: the server has asked for the client to provide credentials",
+		},
+		{
+			name:    "403",
+			handler: status(http.StatusForbidden, metav1.StatusReasonForbidden, `forbidden: User "alice" cannot get path "/version"`),
+			want:    ` with 403 Forbidden, refusing the request: forbidden: User "alice" cannot get path "/version"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", "")
+			path := writeKubeconfig(t, tlsCluster(t, tt.handler), token)
+			var out, errOut strings.Builder
+			code := run(context.Background(), []string{"probe", "-kubeconfig", path, "-gaps", "0s", "-timeout", "10s"}, &out, &errOut)
+			assert.Equal(t, 1, code, errOut.String())
+			for _, client := range []string{"client-go", "kubewire"} {
+				assert.Contains(t, errOut.String(), "kubewire probe: the API server answered "+client+tt.want)
+			}
+			assert.NotContains(t, errOut.String(), "cannot reach")
+			assert.NotContains(t, out.String()+errOut.String(), token)
+		})
+	}
+}
+
+// hangingPlugin is an exec credential plugin that never answers, as one
+// waiting for a login in a browser does.
+type hangingPlugin struct {
+	Path string
+	dir  string
+}
+
+// newHangingPlugin writes the plugin as a script in a directory of t. Its
+// first run records its process ID and sleeps; a later run fails at once.
+// client-go runs a plugin without a deadline, so the probe can only leave
+// it running: when the test ends, it kills the plugin, which ends the
+// probe's abandoned requests, and checks that they ended.
+func newHangingPlugin(t *testing.T) *hangingPlugin {
+	t.Helper()
+	p := &hangingPlugin{dir: t.TempDir()}
+	p.Path = filepath.Join(p.dir, "plugin")
+	script := `#!/bin/sh
+dir=$(dirname "$0")
+if mkdir "$dir/ran" 2>/dev/null; then
+	echo $$ >"$dir/pid.new" && mv "$dir/pid.new" "$dir/pid"
+	exec sleep 3600
+fi
+exit 1
+`
+	require.NoError(t, os.WriteFile(p.Path, []byte(script), 0o755))
+	t.Cleanup(func() {
+		// The probe may have returned before client-go started it.
+		var pid int
+		require.Eventually(t, func() bool {
+			var ok bool
+			pid, ok = p.pid()
+			return ok
+		}, time.Minute, 10*time.Millisecond, "the plugin never ran")
+		proc, err := os.FindProcess(pid)
+		require.NoError(t, err)
+		if err := proc.Kill(); !errors.Is(err, os.ErrProcessDone) {
+			require.NoError(t, err)
+		}
+	})
+	return p
+}
+
+// pid is the process ID of the plugin's first run, once it has started.
+func (p *hangingPlugin) pid() (int, bool) {
+	b, err := os.ReadFile(filepath.Join(p.dir, "pid"))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid, err == nil
+}
+
+// TestProbeCredentialPluginHangs: a kubeconfig's exec credential plugin
+// that never answers holds up neither the probe's -timeout nor Ctrl-C
+// (the cancelled context), and the error names the plugin.
+func TestProbeCredentialPluginHangs(t *testing.T) {
+	tests := []struct {
+		name    string
+		timeout string
+		// interrupt cancels the probe's context, as the first Ctrl-C does,
+		// once the plugin runs.
+		interrupt bool
+		// limit is how long the probe may take: with -timeout 1s, about
+		// 2s; on a cancel, at once; and room for a loaded machine.
+		limit time.Duration
+		code  int
+		want  func(plugin string) []string
+	}{
+		{
+			name:    "timeout",
+			timeout: "1s",
+			limit:   15 * time.Second,
+			code:    1,
+			want: func(plugin string) []string {
+				return []string{
+					"kubewire probe: client-go got no credentials: the exec credential plugin " + plugin + " has not answered within the 1s -timeout; client-go gives it no deadline, and it is still running",
+					"kubewire probe: kubewire got no credentials: the exec credential plugin " + plugin + " has not answered within the 1s -timeout;",
+				}
+			},
+		},
+		{
+			name:      "interrupt",
+			timeout:   "10m",
+			interrupt: true,
+			limit:     5 * time.Second,
+			code:      exitInterrupted,
+			want:      func(string) []string { return []string{"kubewire probe: interrupted"} },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Runs last, once the plugin is killed and the server closed.
+			ignore := goleak.IgnoreCurrent()
+			t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+			t.Setenv("KUBECONFIG", "")
+			cluster := tlsCluster(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				assert.Fail(t, "a request without the plugin's credentials reached the server")
+			}))
+			plugin := newHangingPlugin(t)
+			path := writeKubeconfigUser(t, cluster, &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
+				APIVersion:      "client.authentication.k8s.io/v1",
+				Command:         plugin.Path,
+				InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+			}})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			args := []string{"probe", "-kubeconfig", path, "-gaps", "0s", "-timeout", tt.timeout}
+			var out, errOut strings.Builder
+			done := make(chan int, 1)
+			go func() { done <- run(ctx, args, &out, &errOut) }()
+			start := time.Now()
+			if tt.interrupt {
+				require.Eventually(t, func() bool {
+					_, ok := plugin.pid()
+					return ok
+				}, time.Minute, 10*time.Millisecond, "the plugin never ran")
+				start = time.Now()
+				cancel()
+			}
+			var code int
+			select {
+			case code = <-done:
+			case <-time.After(tt.limit):
+				t.Fatalf("kubewire %s: still running after %v", strings.Join(args, " "), tt.limit)
+			}
+			t.Logf("exited %d after %v", code, time.Since(start).Round(time.Millisecond))
+			assert.Equal(t, tt.code, code, errOut.String())
+			for _, want := range tt.want(plugin.Path) {
+				assert.Contains(t, errOut.String(), want)
+			}
+		})
 	}
 }
