@@ -104,6 +104,9 @@ func moveFence(t *testing.T, r *drivertest.Rig) time.Time {
 }
 
 func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(float64(len(s))*p))]
