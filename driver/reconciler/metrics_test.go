@@ -31,6 +31,8 @@ const (
 	mQueueRetries   = "kubewire_reconciler_queue_retries_total"
 	mQueueLatency   = "kubewire_reconciler_queue_latency_seconds_count"
 	mFenceToSuspend = "kubewire_reconciler_fence_to_suspend_seconds_count"
+	mUnfinished     = "kubewire_reconciler_queue_unfinished_work_seconds"
+	mLongest        = "kubewire_reconciler_queue_longest_running_processor_seconds"
 )
 
 // metrics returns a fresh registry with m registered.
@@ -97,6 +99,7 @@ func TestPassMetrics(t *testing.T) {
 		mErrors:         2, // one fence read per namespace
 		mFenceToSuspend: 0, // no Run, no fence event
 		mQueueDepth:     0, mQueueAdds: 0, mQueueRetries: 0, mQueueLatency: 0, mWorkDone: 0,
+		mUnfinished: 0, mLongest: 0,
 	}, scrape(t, reg))
 	assert.Equal(t, 2, passes)
 	assert.Equal(t, 5+2, events)
