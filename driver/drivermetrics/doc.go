@@ -53,5 +53,6 @@
 // queue_work_duration_seconds observes only once it is done. When a
 // leadership term ends, the sandboxes still queued are taken off unworked
 // (the next leader queues them all); they still count in
-// queue_latency_seconds and queue_work_duration_seconds.
+// queue_latency_seconds and queue_work_duration_seconds. Between terms no
+// worker runs, and the unfinished-work gauges read zero.
 package drivermetrics

@@ -190,7 +190,9 @@ func (m *Metrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.Sett
 
 // shared is a gauge that several queues set, each its own share: a queue
 // sets the whole value, so one gauge handed to each would show whichever
-// queue set it last. It keeps the shares that are not zero.
+// queue set it last. It keeps the shares that are not zero: a queue that
+// shuts down stops setting its share, and Run sets it to zero at the end
+// of each leadership term, when no worker runs.
 type shared struct {
 	gauge prometheus.Gauge
 	// max says to show the largest share instead of the sum.
