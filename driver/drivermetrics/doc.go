@@ -14,17 +14,19 @@
 // only label is action, whose values are fixed; no metric carries a URL,
 // host, namespace or sandbox name.
 //
-//	kubewire_reconciler_passes_total                 counter    passes (Reconciler.Pass)
-//	kubewire_reconciler_pass_duration_seconds        histogram  duration of a pass
-//	kubewire_reconciler_actions_total{action}        counter    actions carried out: suspend, rollback, clear_bootstrap
-//	kubewire_reconciler_warnings_total               counter    actions that warned (a warning log line and an Event)
-//	kubewire_reconciler_errors_total                 counter    failed reads and writes
-//	kubewire_reconciler_fence_to_suspend_seconds     histogram  fence change observed to suspension written
-//	kubewire_reconciler_queue_depth                  gauge      sandboxes waiting in Run's work queue
-//	kubewire_reconciler_queue_adds_total             counter    sandboxes queued: by an event, a resync or a retry
-//	kubewire_reconciler_queue_retries_total          counter    sandboxes queued again with backoff
-//	kubewire_reconciler_queue_latency_seconds        histogram  wait in the queue before a worker took it
-//	kubewire_reconciler_queue_work_duration_seconds  histogram  a worker's time on one sandbox
+//	kubewire_reconciler_passes_total                             counter    passes (Reconciler.Pass)
+//	kubewire_reconciler_pass_duration_seconds                    histogram  duration of a pass
+//	kubewire_reconciler_actions_total{action}                    counter    actions carried out: suspend, rollback, clear_bootstrap
+//	kubewire_reconciler_warnings_total                           counter    actions that warned (a warning log line and an Event)
+//	kubewire_reconciler_errors_total                             counter    failed reads and writes
+//	kubewire_reconciler_fence_to_suspend_seconds                 histogram  fence change observed to suspension written
+//	kubewire_reconciler_queue_depth                              gauge      sandboxes waiting in Run's work queue
+//	kubewire_reconciler_queue_adds_total                         counter    sandboxes queued: by an event, a resync or a retry
+//	kubewire_reconciler_queue_retries_total                      counter    sandboxes queued again with backoff
+//	kubewire_reconciler_queue_latency_seconds                    histogram  wait in the queue before a worker took it
+//	kubewire_reconciler_queue_work_duration_seconds              histogram  a worker's time on one sandbox
+//	kubewire_reconciler_queue_unfinished_work_seconds            gauge      time the workers have spent so far on the sandboxes they hold
+//	kubewire_reconciler_queue_longest_running_processor_seconds  gauge      the longest of those times
 //
 // Actions, warnings and errors count what passes and Run's workers do
 // alike, each once ([reconciler.ActionEvent]): a pass that suspends five
@@ -45,8 +47,12 @@
 // sandboxes takes 10 minutes to answer.
 //
 // The queue metrics are the sum over every reconciler a Metrics is wired
-// to. When a leadership term ends, the sandboxes still queued are taken off
-// unworked (the next leader queues them all); they still count in
-// queue_latency_seconds and queue_work_duration_seconds. client-go's unfinished-work and longest-running-processor gauges are
-// not exported: each queue sets them, and they do not add up.
+// to; queue_longest_running_processor_seconds is the longest of theirs.
+// client-go's work queue sets it and queue_unfinished_work_seconds every
+// 500 ms: they show a worker stuck on a write that does not return, which
+// queue_work_duration_seconds observes only once it is done. When a
+// leadership term ends, the sandboxes still queued are taken off unworked
+// (the next leader queues them all); they still count in
+// queue_latency_seconds and queue_work_duration_seconds. Between terms no
+// worker runs, and the unfinished-work gauges read zero.
 package drivermetrics

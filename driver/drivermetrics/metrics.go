@@ -1,6 +1,8 @@
 package drivermetrics
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 
@@ -21,7 +23,8 @@ var buckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60
 // and their work queue's workqueue.MetricsProvider
 // ([reconciler.WithQueueMetrics]). Make it with [New]; the zero value is
 // not usable. It is safe for concurrent use. Wired to several
-// reconcilers, it counts their sum.
+// reconcilers, it counts their sum; of their longest-running processors,
+// it shows the longest.
 type Metrics struct {
 	passes         prometheus.Counter
 	passDuration   prometheus.Histogram
@@ -35,6 +38,8 @@ type Metrics struct {
 	queueRetries   prometheus.Counter
 	queueLatency   prometheus.Histogram
 	workDuration   prometheus.Histogram
+	unfinished     *shared
+	longest        *shared
 }
 
 var (
@@ -70,6 +75,10 @@ func New() *Metrics {
 			"Time a sandbox waited in Run's work queue before a worker took it, in seconds."),
 		workDuration: histogram("queue_work_duration_seconds",
 			"Time a worker spent on one sandbox, in seconds."),
+		unfinished: &shared{gauge: prometheus.NewGauge(prometheus.GaugeOpts(opts("queue_unfinished_work_seconds",
+			"Seconds of work in progress in Run's work queue that queue_work_duration_seconds has not observed yet, summed over the workers. Large values indicate stuck workers; the rate at which it grows is their number.")))},
+		longest: &shared{max: true, gauge: prometheus.NewGauge(prometheus.GaugeOpts(opts("queue_longest_running_processor_seconds",
+			"Seconds the longest-running worker of Run's work queue has spent on its current sandbox.")))},
 		byAction: map[reconciler.ActionType]prometheus.Counter{},
 	}
 	for _, t := range []reconciler.ActionType{reconciler.ActionSuspend, reconciler.ActionRollback, reconciler.ActionClearBootstrap} {
@@ -105,7 +114,7 @@ func actionLabel(t reconciler.ActionType) string {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.passes, m.passDuration, m.actions, m.warnings, m.errors, m.fenceToSuspend,
-		m.queueDepth, m.queueAdds, m.queueRetries, m.queueLatency, m.workDuration}
+		m.queueDepth, m.queueAdds, m.queueRetries, m.queueLatency, m.workDuration, m.unfinished.gauge, m.longest.gauge}
 }
 
 // Describe implements prometheus.Collector.
@@ -149,6 +158,7 @@ func (m *Metrics) ObserveAction(ev reconciler.ActionEvent) {
 // The workqueue.MetricsProvider methods hand every queue the same
 // collectors, whatever its name: a reconciler's queue is made again for
 // each leadership term, and one Metrics counts the sum of its reconcilers.
+// The two gauges a queue sets rather than adds to get a share each.
 
 // NewDepthMetric implements workqueue.MetricsProvider.
 func (m *Metrics) NewDepthMetric(string) workqueue.GaugeMetric { return m.queueDepth }
@@ -165,16 +175,55 @@ func (m *Metrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { retu
 // NewRetriesMetric implements workqueue.MetricsProvider.
 func (m *Metrics) NewRetriesMetric(string) workqueue.CounterMetric { return m.queueRetries }
 
-// NewUnfinishedWorkSecondsMetric implements workqueue.MetricsProvider. It
-// is not exported: a value each queue sets does not add up across queues.
-func (m *Metrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric { return noop{} }
-
-// NewLongestRunningProcessorSecondsMetric implements
-// workqueue.MetricsProvider; it is not exported, as above.
-func (m *Metrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noop{}
+// NewUnfinishedWorkSecondsMetric implements workqueue.MetricsProvider.
+// Each queue sets its own figure; the gauge shows their sum.
+func (m *Metrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return &share{of: m.unfinished}
 }
 
-type noop struct{}
+// NewLongestRunningProcessorSecondsMetric implements
+// workqueue.MetricsProvider. Each queue sets its own figure; the gauge
+// shows the largest.
+func (m *Metrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return &share{of: m.longest}
+}
 
-func (noop) Set(float64) {}
+// shared is a gauge that several queues set, each its own share: a queue
+// sets the whole value, so one gauge handed to each would show whichever
+// queue set it last. It keeps the shares that are not zero: a queue that
+// shuts down stops setting its share, and Run sets it to zero at the end
+// of each leadership term, when no worker runs.
+type shared struct {
+	gauge prometheus.Gauge
+	// max says to show the largest share instead of the sum.
+	max bool
+
+	mu     sync.Mutex
+	shares map[*share]float64
+}
+
+// share is one queue's share of a shared gauge.
+type share struct{ of *shared }
+
+func (s *share) Set(v float64) {
+	g := s.of
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shares == nil {
+		g.shares = map[*share]float64{}
+	}
+	if v == 0 {
+		delete(g.shares, s)
+	} else {
+		g.shares[s] = v
+	}
+	var total float64
+	for _, v := range g.shares {
+		if g.max {
+			total = max(total, v)
+		} else {
+			total += v
+		}
+	}
+	g.gauge.Set(total)
+}

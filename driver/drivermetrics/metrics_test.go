@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -23,17 +24,19 @@ import (
 
 // documented is every metric of the package doc and its label names.
 var documented = map[string][]string{
-	"kubewire_reconciler_passes_total":                nil,
-	"kubewire_reconciler_pass_duration_seconds":       nil,
-	"kubewire_reconciler_actions_total":               {"action"},
-	"kubewire_reconciler_warnings_total":              nil,
-	"kubewire_reconciler_errors_total":                nil,
-	"kubewire_reconciler_queue_depth":                 nil,
-	"kubewire_reconciler_queue_adds_total":            nil,
-	"kubewire_reconciler_queue_retries_total":         nil,
-	"kubewire_reconciler_queue_latency_seconds":       nil,
-	"kubewire_reconciler_queue_work_duration_seconds": nil,
-	"kubewire_reconciler_fence_to_suspend_seconds":    nil,
+	"kubewire_reconciler_passes_total":                            nil,
+	"kubewire_reconciler_pass_duration_seconds":                   nil,
+	"kubewire_reconciler_actions_total":                           {"action"},
+	"kubewire_reconciler_warnings_total":                          nil,
+	"kubewire_reconciler_errors_total":                            nil,
+	"kubewire_reconciler_queue_depth":                             nil,
+	"kubewire_reconciler_queue_adds_total":                        nil,
+	"kubewire_reconciler_queue_retries_total":                     nil,
+	"kubewire_reconciler_queue_latency_seconds":                   nil,
+	"kubewire_reconciler_queue_work_duration_seconds":             nil,
+	"kubewire_reconciler_fence_to_suspend_seconds":                nil,
+	"kubewire_reconciler_queue_unfinished_work_seconds":           nil,
+	"kubewire_reconciler_queue_longest_running_processor_seconds": nil,
 }
 
 // TestScriptedRun feeds the observer what a reconciler reports for two
@@ -175,6 +178,51 @@ func TestQueueTerms(t *testing.T) {
 		assert.Equal(t, float64(11*term), testutil.ToFloat64(m.queueAdds), "term %d", term)
 		assert.Equal(t, float64(term), testutil.ToFloat64(m.queueRetries), "term %d", term)
 	}
+}
+
+// TestQueueUnfinishedWork: two queues of one name, as two reconcilers
+// wired to one Metrics make, each with a worker on an item. client-go's
+// workqueue sets each queue's figures every 500 ms; unfinished work is
+// their sum and the longest-running processor their largest, and both
+// return to zero once the workers are done.
+func TestQueueUnfinishedWork(t *testing.T) {
+	m := New()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	var queues []workqueue.TypedRateLimitingInterface[string]
+	for i := 0; i < 2; i++ {
+		q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: reconciler.QueueName, MetricsProvider: m})
+		defer q.ShutDown()
+		q.Add("sb")
+		_, _ = q.Get()
+		queues = append(queues, q)
+	}
+	require.Eventually(t, func() bool {
+		unfinished, longest := gauge(t, reg, "queue_unfinished_work_seconds"), gauge(t, reg, "queue_longest_running_processor_seconds")
+		return longest > 0 && unfinished > longest
+	}, 10*time.Second, 10*time.Millisecond, "two workers' time summed, and the longer one's")
+	for _, q := range queues {
+		q.Done("sb")
+	}
+	require.Eventually(t, func() bool {
+		return gauge(t, reg, "queue_unfinished_work_seconds") == 0 && gauge(t, reg, "queue_longest_running_processor_seconds") == 0
+	}, 10*time.Second, 10*time.Millisecond, "no work in progress")
+}
+
+// gauge gathers the gauge kubewire_reconciler_<name> from g; NaN if g
+// has none. It asserts, for Eventually's goroutine.
+func gauge(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	mfs, err := g.Gather()
+	if !assert.NoError(t, err) {
+		return math.NaN()
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == namespace+"_"+subsystem+"_"+name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return math.NaN()
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

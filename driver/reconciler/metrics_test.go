@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kubewire/kubewire/driver/drivermetrics"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
@@ -31,6 +33,8 @@ const (
 	mQueueRetries   = "kubewire_reconciler_queue_retries_total"
 	mQueueLatency   = "kubewire_reconciler_queue_latency_seconds_count"
 	mFenceToSuspend = "kubewire_reconciler_fence_to_suspend_seconds_count"
+	mUnfinished     = "kubewire_reconciler_queue_unfinished_work_seconds"
+	mLongest        = "kubewire_reconciler_queue_longest_running_processor_seconds"
 )
 
 // metrics returns a fresh registry with m registered.
@@ -43,7 +47,7 @@ func metrics(t *testing.T) (*drivermetrics.Metrics, *prometheus.Registry) {
 
 // scrape gathers g: each counter and gauge by name and labels, each
 // histogram's count as name_count.
-func scrape(t testing.TB, g prometheus.Gatherer) map[string]float64 {
+func scrape(t require.TestingT, g prometheus.Gatherer) map[string]float64 {
 	mfs, err := g.Gather()
 	require.NoError(t, err)
 	out := map[string]float64{}
@@ -97,6 +101,7 @@ func TestPassMetrics(t *testing.T) {
 		mErrors:         2, // one fence read per namespace
 		mFenceToSuspend: 0, // no Run, no fence event
 		mQueueDepth:     0, mQueueAdds: 0, mQueueRetries: 0, mQueueLatency: 0, mWorkDone: 0,
+		mUnfinished: 0, mLongest: 0,
 	}, scrape(t, reg))
 	assert.Equal(t, 2, passes)
 	assert.Equal(t, 5+2, events)
@@ -149,4 +154,89 @@ func TestRunMetrics(t *testing.T) {
 	for _, name := range names[1:] {
 		assert.Equal(t, 1, patches[name], "%s patched once", name)
 	}
+}
+
+// TestRunUnfinishedWork: a worker held inside a suspension write shows in
+// the unfinished-work and longest-running-processor gauges while it is
+// held, in each leadership term, although Run makes a new queue for each.
+// Between the terms no worker runs and the queue is gone: both gauges and
+// the depth read zero.
+func TestRunUnfinishedWork(t *testing.T) {
+	r := drivertest.CurrentRig(t)
+	names, counter, d := counted(t, r, 2)
+	m, reg := metrics(t)
+	const lease = "gw-reconciler"
+	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour), reconciler.WithWorkers(1), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m),
+		reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: lease, Identity: "a",
+			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}))
+	runReconciler(t, rec)
+	require.Eventually(t, rec.Leading, drivertest.Settle, 20*time.Millisecond)
+	waitFor(t, d, r.NS, names, "admitted", bootstrapDone)
+
+	// sb-0's suspension is held until released, or until its term ends.
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	counter.SetFail(func(req *http.Request) bool {
+		if req.Method != http.MethodPatch || !strings.HasSuffix(req.URL.Path, "/sandboxes/sb-0") {
+			return false
+		}
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+			return false
+		case <-req.Context().Done():
+			return true
+		}
+	})
+	heldOverASecond := func(term string) {
+		t.Helper()
+		select {
+		case <-held:
+		case <-time.After(drivertest.Settle):
+			t.Fatalf("%s: sb-0's suspension never came", term)
+		}
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := scrape(c, reg)
+			assert.Greater(c, got[mLongest], 1.0, "%s: the held worker's time", term)
+			assert.GreaterOrEqual(c, got[mUnfinished], got[mLongest], "%s: one worker", term)
+		}, drivertest.Settle, 20*time.Millisecond)
+	}
+	zero := func(when string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := scrape(c, reg)
+			assert.Zero(c, got[mUnfinished], when)
+			assert.Zero(c, got[mLongest], when)
+			assert.Zero(c, got[mQueueDepth], when)
+		}, drivertest.Settle, 20*time.Millisecond)
+	}
+
+	moveFence(t, r)
+	heldOverASecond("first term")
+
+	// Another holder takes the lease: the term ends, the held write with
+	// it.
+	leases := r.CS.CoordinationV1().Leases(r.NS)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(context.Background(), lease, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		intruder, forever := "intruder", int32(3600)
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &intruder, &forever
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		return err
+	}))
+	require.Eventually(t, func() bool { return !rec.Leading() }, drivertest.Settle, 20*time.Millisecond)
+	zero("between terms")
+
+	require.NoError(t, leases.Delete(context.Background(), lease, metav1.DeleteOptions{}))
+	require.Eventually(t, rec.Leading, drivertest.Settle, 20*time.Millisecond)
+	heldOverASecond("second term")
+	close(release)
+	waitFor(t, d, r.NS, names, "suspended", suspended)
+	zero("once the write is done")
 }

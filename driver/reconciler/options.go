@@ -160,9 +160,12 @@ func WithObserver(o Observer) Option {
 }
 
 // WithQueueMetrics gives Run's work queue p as its metrics provider,
-// under the name [QueueName]. Default: client-go's global provider
-// (workqueue.SetProvider), which is a no-op unless a program installs
-// one, as controller-runtime does. Must not be nil.
+// under the name [QueueName]. Run makes a queue, and asks p for its
+// metrics, for each leadership term; when a term ends, it sets the
+// queue's unfinished-work and longest-running-processor gauges to zero.
+// Default: client-go's global provider (workqueue.SetProvider), which is a
+// no-op unless a program installs one, as controller-runtime does. Must
+// not be nil.
 func WithQueueMetrics(p workqueue.MetricsProvider) Option {
 	return optionFunc(func(c *config) error {
 		if p == nil {

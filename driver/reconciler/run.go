@@ -213,6 +213,8 @@ type queue struct {
 
 	mu sync.Mutex
 	wq workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// term is the metrics provider of wq; nil for client-go's global.
+	term *termMetrics
 	// fenced holds, per queued sandbox, when the reconciler first observed
 	// a fence change it has not yet decided on. Only while tracking.
 	fenced map[types.NamespacedName]time.Time
@@ -221,21 +223,60 @@ type queue struct {
 func (q *queue) open() workqueue.TypedRateLimitingInterface[types.NamespacedName] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.wq = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
-		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: QueueName, MetricsProvider: q.metrics},
-	)
+	cfg := workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: QueueName}
+	if q.metrics != nil {
+		q.term = &termMetrics{MetricsProvider: q.metrics}
+		cfg.MetricsProvider = q.term
+	}
+	q.wq = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](), cfg)
 	if q.track {
 		q.fenced = map[types.NamespacedName]time.Time{}
 	}
 	return q.wq
 }
 
+// close forgets the term's queue, once it is shut down and its workers
+// have stopped.
 func (q *queue) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.term != nil {
+		q.term.stopped()
+		q.term = nil
+	}
 	q.wq = nil
 	q.fenced = nil
+}
+
+// termMetrics is the metrics provider of one term's queue. client-go's
+// queue sets its unfinished-work and longest-running-processor gauges
+// every 500 ms until it shuts down, and leaves them at their last values,
+// the time of writes that the end of the term cut short: stopped sets them
+// to zero, as no worker runs between terms.
+type termMetrics struct {
+	workqueue.MetricsProvider
+	gauges []workqueue.SettableGaugeMetric
+}
+
+func (p *termMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return p.keep(p.MetricsProvider.NewUnfinishedWorkSecondsMetric(name))
+}
+
+func (p *termMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return p.keep(p.MetricsProvider.NewLongestRunningProcessorSecondsMetric(name))
+}
+
+func (p *termMetrics) keep(g workqueue.SettableGaugeMetric) workqueue.SettableGaugeMetric {
+	p.gauges = append(p.gauges, g)
+	return g
+}
+
+// stopped sets the term's gauges to zero. The queue must be shut down:
+// ShutDown returns once the queue has stopped setting them.
+func (p *termMetrics) stopped() {
+	for _, g := range p.gauges {
+		g.Set(0)
+	}
 }
 
 // settle forgets key's pending fence change, once it has been decided on,

@@ -1,6 +1,7 @@
 // Package readme checks that every Go sample of the repository's README is
 // the body of an Example function, so that the sample compiles wherever
-// its module's tests run.
+// its module's tests run, and that the Go identifiers README.md and
+// CONTRIBUTING.md cite exist.
 package readme
 
 import (
@@ -8,12 +9,15 @@ import (
 	"bytes"
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/scanner"
 	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -226,4 +230,318 @@ func TestMatched(t *testing.T) {
 			t.Errorf("matched(%q) = %d, want %d", tt.give, got, tt.want)
 		}
 	}
+}
+
+// foreign holds the references the docs may cite to another library's
+// identifier under a package name the repository also uses, with the
+// import path they belong to. A package name of ours settles what a
+// reference means; these are the exceptions, written out.
+var foreign = map[string]string{
+	"retry.RetryOnConflict": "k8s.io/client-go/util/retry",
+	"transport.WrapperFunc": "k8s.io/client-go/transport",
+}
+
+// TestReferencesExist requires each Go reference in a code span of
+// README.md and CONTRIBUTING.md, `pkg.Ident` or `pkg.Type.Member`
+// anywhere in the span (`*retry.Error`, `reconciler.New(d, opts...)`),
+// whose pkg is the name of one of the repository's packages, to name what
+// that package declares in its non-test files: Ident an exported top-level
+// identifier; Member a method, field or embedded type declared on Type
+// itself, or a method of the interface it is. The packages are found by
+// parsing the repository, every module included: each directory with Go
+// files the go command builds, main packages and internal ones excepted.
+//
+// The rule is the simplest honest one: a reference whose pkg is ours is
+// checked against ours, even where another library has a package of that
+// name (client-go's util/retry and transport). Such a library's
+// identifiers go in [foreign]; any other reference that fails names
+// something that was renamed or removed. Only identifiers that start with
+// a capital letter count, so that file names (doc.go) and domains
+// (k8s.io) are no references; fenced blocks are left to
+// [TestSamplesAreExamples].
+func TestReferencesExist(t *testing.T) {
+	pkgs := ourPackages(t)
+	if len(pkgs) == 0 {
+		t.Fatal("no package found under the repository root")
+	}
+	for _, doc := range []string{"README.md", "CONTRIBUTING.md"} {
+		src, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked := 0
+		for _, r := range references(string(src)) {
+			ours, problem := pkgs.check(r)
+			if ours {
+				checked++
+			}
+			if problem != "" {
+				t.Errorf("%s:%d: `%s`: %s", doc, r.line, r.text, problem)
+			}
+		}
+		if checked == 0 {
+			t.Errorf("%s: no reference to a package of the repository: the parser or the file changed", doc)
+		}
+	}
+}
+
+// check reports whether r's pkg is one of ours and, if so, what is wrong
+// with r: "" if nothing.
+func (pkgs packages) check(r reference) (ours bool, problem string) {
+	p, ok := pkgs[r.pkg]
+	if !ok {
+		return false, ""
+	}
+	name := r.pkg + "." + r.ident
+	if _, ok := foreign[name]; ok {
+		return true, ""
+	}
+	switch {
+	case !p.top[r.ident]:
+		return true, fmt.Sprintf("package %s (%s) declares no %s", r.pkg, strings.Join(p.dirs, ", "), r.ident)
+	case r.member != "" && !p.members[r.ident][r.member]:
+		return true, fmt.Sprintf("%s declares no method or field %s", name, r.member)
+	}
+	return true, ""
+}
+
+func TestCheck(t *testing.T) {
+	pkgs := ourPackages(t)
+	tests := []struct {
+		give      string
+		wantOurs  bool
+		wantWrong bool
+	}{
+		{give: "`reconciler.ErrBusy`", wantOurs: true},
+		{give: "`reconciler.ErrRunning`", wantOurs: true, wantWrong: true},
+		{give: "`retry.RetryOnConflict`", wantOurs: true}, // client-go's, in foreign
+		{give: "`retry.Retry`", wantOurs: true, wantWrong: true},
+		{give: "`drivermetrics.Metrics.Collect`", wantOurs: true},
+		{give: "`drivermetrics.Metrics.Set`", wantOurs: true, wantWrong: true},
+		{give: "`reconciler.LeaderElection.Name`", wantOurs: true},
+		{give: "`reconciler.Observer.ObservePass`", wantOurs: true},
+		{give: "`http.Transport.HTTP2`"},
+		{give: "`workqueue.MetricsProvider`"},
+	}
+	for _, tt := range tests {
+		refs := references(tt.give)
+		if len(refs) != 1 {
+			t.Fatalf("references(%q) = %+v, want one", tt.give, refs)
+		}
+		ours, problem := pkgs.check(refs[0])
+		if ours != tt.wantOurs || (problem != "") != tt.wantWrong {
+			t.Errorf("check(%s) = %v, %q; want ours %v, wrong %v", tt.give, ours, problem, tt.wantOurs, tt.wantWrong)
+		}
+	}
+}
+
+// reference is one `pkg.Ident` or `pkg.Ident.Member` of a code span.
+type reference struct {
+	line               int    // 1-based
+	text               string // as written
+	pkg, ident, member string
+}
+
+var (
+	// codeSpan is an inline code span, which may run over lines but not
+	// over a blank one.
+	codeSpan = regexp.MustCompile("`([^`\n]+(?:\n[^`\n]+)*)`")
+	// goRef is a qualified identifier not preceded by a name or a dot.
+	goRef = regexp.MustCompile(`(?:^|[^\w.])([a-z][a-z0-9]*)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+)
+
+// references returns the Go references in the code spans of a Markdown
+// document, outside fenced blocks.
+func references(doc string) []reference {
+	lines := strings.Split(doc, "\n")
+	fenced := false
+	for i, l := range lines {
+		trimmed := strings.TrimSpace(l)
+		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+			fenced = !fenced
+			lines[i] = ""
+			continue
+		}
+		if fenced {
+			lines[i] = ""
+		}
+	}
+	text := strings.Join(lines, "\n")
+	var refs []reference
+	for _, span := range codeSpan.FindAllStringSubmatchIndex(text, -1) {
+		code := text[span[2]:span[3]]
+		for _, m := range goRef.FindAllStringSubmatchIndex(code, -1) {
+			r := reference{
+				line:  1 + strings.Count(text[:span[2]+m[2]], "\n"),
+				text:  code[m[2]:m[1]],
+				pkg:   code[m[2]:m[3]],
+				ident: code[m[4]:m[5]],
+			}
+			if m[6] >= 0 {
+				r.member = code[m[6]:m[7]]
+			}
+			refs = append(refs, r)
+		}
+	}
+	return refs
+}
+
+func TestReferences(t *testing.T) {
+	tests := []struct {
+		give string
+		want []reference
+	}{
+		{give: "see `reconciler.ErrBusy`.", want: []reference{{line: 1, text: "reconciler.ErrBusy", pkg: "reconciler", ident: "ErrBusy"}}},
+		{give: "`*retry.Error` and `kubeadapter.WithRetryOptions(retry.WithMaxAttempts(6))`", want: []reference{
+			{line: 1, text: "retry.Error", pkg: "retry", ident: "Error"},
+			{line: 1, text: "kubeadapter.WithRetryOptions", pkg: "kubeadapter", ident: "WithRetryOptions"},
+			{line: 1, text: "retry.WithMaxAttempts", pkg: "retry", ident: "WithMaxAttempts"},
+		}},
+		{give: "`http.Transport.HTTP2`", want: []reference{{line: 1, text: "http.Transport.HTTP2", pkg: "http", ident: "Transport", member: "HTTP2"}}},
+		{give: "a\n`errors.Is(err,\ncontext.DeadlineExceeded)`", want: []reference{
+			{line: 2, text: "errors.Is", pkg: "errors", ident: "Is"},
+			{line: 3, text: "context.DeadlineExceeded", pkg: "context", ident: "DeadlineExceeded"},
+		}},
+		{give: "`doc.go`, `k8s.io/client-go/tools/metrics`, `a.b.C`, `m.Stack` outside", want: []reference{{line: 1, text: "m.Stack", pkg: "m", ident: "Stack"}}},
+		{give: "```go\nx := `retry.Gone`\n```\nnot code: retry.Gone", want: nil},
+	}
+	for _, tt := range tests {
+		if got := references(tt.give); !slices.Equal(got, tt.want) {
+			t.Errorf("references(%q) = %+v, want %+v", tt.give, got, tt.want)
+		}
+	}
+}
+
+// packages holds the repository's packages by name.
+type packages map[string]*decls
+
+// decls is what the packages of one name declare in their non-test files.
+type decls struct {
+	dirs    []string                   // relative to root
+	top     map[string]bool            // exported top-level identifiers
+	members map[string]map[string]bool // per type: methods, fields, embedded types
+}
+
+// ourPackages parses the repository's packages, by name, skipping what
+// the go command skips (testdata, directories starting with "." or "_"),
+// internal directories, test files, files it would not build here and
+// main packages.
+func ourPackages(t *testing.T) packages {
+	t.Helper()
+	pkgs := packages{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (name == "testdata" || name == "internal" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		if ok, err := build.Default.MatchFile(filepath.Dir(path), name); err != nil || !ok {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		if f.Name.Name == "main" {
+			return nil
+		}
+		p := pkgs[f.Name.Name]
+		if p == nil {
+			p = &decls{top: map[string]bool{}, members: map[string]map[string]bool{}}
+			pkgs[f.Name.Name] = p
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		if rel = filepath.ToSlash(rel); !slices.Contains(p.dirs, rel) {
+			p.dirs = append(p.dirs, rel)
+		}
+		p.add(f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+// add records f's declarations.
+func (p *decls) add(f *ast.File) {
+	member := func(typ, name string) {
+		if p.members[typ] == nil {
+			p.members[typ] = map[string]bool{}
+		}
+		p.members[typ][name] = true
+	}
+	for _, decl := range f.Decls {
+		switch decl := decl.(type) {
+		case *ast.FuncDecl:
+			if decl.Recv == nil {
+				p.top[decl.Name.Name] = true
+			} else if typ := typeName(decl.Recv.List[0].Type); typ != "" {
+				member(typ, decl.Name.Name)
+			}
+		case *ast.GenDecl:
+			for _, spec := range decl.Specs {
+				switch spec := spec.(type) {
+				case *ast.ValueSpec:
+					for _, n := range spec.Names {
+						p.top[n.Name] = true
+					}
+				case *ast.TypeSpec:
+					p.top[spec.Name.Name] = true
+					var fields *ast.FieldList
+					switch typ := spec.Type.(type) {
+					case *ast.StructType:
+						fields = typ.Fields
+					case *ast.InterfaceType:
+						fields = typ.Methods
+					}
+					if fields == nil {
+						continue
+					}
+					for _, field := range fields.List {
+						for _, n := range field.Names {
+							member(spec.Name.Name, n.Name)
+						}
+						if len(field.Names) == 0 {
+							if embedded := typeName(field.Type); embedded != "" {
+								member(spec.Name.Name, embedded)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	for name := range p.top {
+		if !ast.IsExported(name) {
+			delete(p.top, name)
+		}
+	}
+}
+
+// typeName returns the name of a receiver or an embedded type: T, *T,
+// T[P], pkg.T.
+func typeName(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.StarExpr:
+		return typeName(e.X)
+	case *ast.IndexExpr:
+		return typeName(e.X)
+	case *ast.IndexListExpr:
+		return typeName(e.X)
+	case *ast.SelectorExpr:
+		return e.Sel.Name
+	}
+	return ""
 }
