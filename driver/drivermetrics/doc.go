@@ -43,8 +43,12 @@
 // suspension written, through any retries. Suspensions that answer no
 // observed fence change (a pass, a fence found missing at start-up) count
 // in actions_total only. The histograms' buckets run from 5 ms to 10
-// minutes: at the default 50 writes a second, a fence change over 30,000
-// sandboxes takes 10 minutes to answer.
+// minutes: at 50 writes a second (reconciler.WithWriteLimit), a fence
+// change over 30,000 sandboxes takes 10 minutes to answer.
+//
+// events_dropped_total counts the warnings whose Event the driver dropped
+// over its event limit (driver.WithEventLimit): Events are best effort,
+// and the warning stays in the reconciler's log.
 //
 // The queue metrics are the sum over every reconciler a Metrics is wired
 // to; queue_longest_running_processor_seconds is the longest of theirs.

@@ -31,6 +31,7 @@ type Metrics struct {
 	actions        *prometheus.CounterVec
 	byAction       map[reconciler.ActionType]prometheus.Counter
 	warnings       prometheus.Counter
+	eventsDropped  prometheus.Counter
 	errors         prometheus.Counter
 	fenceToSuspend prometheus.Histogram
 	queueDepth     prometheus.Gauge
@@ -61,6 +62,8 @@ func New() *Metrics {
 			[]string{"action"}),
 		warnings: counter("warnings_total",
 			"Actions that were transitions worth a warning and an Event."),
+		eventsDropped: counter("events_dropped_total",
+			"Warnings whose Event the driver dropped over its event limit (driver.WithEventLimit); the warning is in the log."),
 		errors: counter("errors_total",
 			"Failed reads and writes of the reconciler, in passes and in Run's workers; a failed sandbox is retried and counts again."),
 		fenceToSuspend: histogram("fence_to_suspend_seconds",
@@ -113,7 +116,7 @@ func actionLabel(t reconciler.ActionType) string {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.passes, m.passDuration, m.actions, m.warnings, m.errors, m.fenceToSuspend,
+	return []prometheus.Collector{m.passes, m.passDuration, m.actions, m.warnings, m.eventsDropped, m.errors, m.fenceToSuspend,
 		m.queueDepth, m.queueAdds, m.queueRetries, m.queueLatency, m.workDuration, m.unfinished.gauge, m.longest.gauge}
 }
 
@@ -149,6 +152,9 @@ func (m *Metrics) ObserveAction(ev reconciler.ActionEvent) {
 	}
 	if ev.Warn {
 		m.warnings.Inc()
+	}
+	if ev.EventDropped {
+		m.eventsDropped.Inc()
 	}
 	if ev.SinceFence > 0 {
 		m.fenceToSuspend.Observe(ev.SinceFence.Seconds())

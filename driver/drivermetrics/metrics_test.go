@@ -28,6 +28,7 @@ var documented = map[string][]string{
 	"kubewire_reconciler_pass_duration_seconds":                   nil,
 	"kubewire_reconciler_actions_total":                           {"action"},
 	"kubewire_reconciler_warnings_total":                          nil,
+	"kubewire_reconciler_events_dropped_total":                    nil,
 	"kubewire_reconciler_errors_total":                            nil,
 	"kubewire_reconciler_queue_depth":                             nil,
 	"kubewire_reconciler_queue_adds_total":                        nil,
@@ -62,7 +63,7 @@ func TestScriptedRun(t *testing.T) {
 	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionClearBootstrap})
 	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true, SinceFence: 30 * time.Millisecond})
 	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Err: errors.New("PATCH: connection reset by peer")})
-	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true, SinceFence: 4 * time.Second})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true, SinceFence: 4 * time.Second, EventDropped: true})
 
 	const counts = `
 # HELP kubewire_reconciler_actions_total Actions the reconciler carried out on sandboxes, by action: suspend (fence changed or missing), rollback (bootstrap failed past its grace period), clear_bootstrap.
@@ -73,6 +74,9 @@ kubewire_reconciler_actions_total{action="suspend"} 4
 # HELP kubewire_reconciler_errors_total Failed reads and writes of the reconciler, in passes and in Run's workers; a failed sandbox is retried and counts again.
 # TYPE kubewire_reconciler_errors_total counter
 kubewire_reconciler_errors_total 2
+# HELP kubewire_reconciler_events_dropped_total Warnings whose Event the driver dropped over its event limit (driver.WithEventLimit); the warning is in the log.
+# TYPE kubewire_reconciler_events_dropped_total counter
+kubewire_reconciler_events_dropped_total 1
 # HELP kubewire_reconciler_passes_total Reconcile passes (Reconciler.Pass) over every sandbox.
 # TYPE kubewire_reconciler_passes_total counter
 kubewire_reconciler_passes_total 2
@@ -84,7 +88,7 @@ kubewire_reconciler_queue_depth 0
 kubewire_reconciler_warnings_total 5
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(counts),
-		"kubewire_reconciler_actions_total", "kubewire_reconciler_errors_total", "kubewire_reconciler_passes_total",
+		"kubewire_reconciler_actions_total", "kubewire_reconciler_errors_total", "kubewire_reconciler_events_dropped_total", "kubewire_reconciler_passes_total",
 		"kubewire_reconciler_queue_depth", "kubewire_reconciler_warnings_total"))
 
 	mfs, err := reg.Gather()
