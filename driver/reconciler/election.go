@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,11 +117,11 @@ func (le LeaderElection) config() (LeaderElection, error) {
 
 // elect runs lead while this replica holds the lease, again after each
 // time it loses it, until ctx is done. client-go's elector logs to the
-// reconciler's logger and releases the lease when ctx ends
+// reconciler's logger and releases the lease when a term ends
 // (ReleaseOnCancel), so that a follower takes over at once instead of
-// after the lease duration; lead returns once its workers have stopped,
-// and only then is the lease released (workersFirst), so that the next
-// leader never runs beside the last one.
+// after the lease duration; the term's lock (see [term.Update]) first
+// stops lead and waits for its workers, so that the next leader never
+// runs beside the last one.
 func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) error {
 	cfg := *r.election
 	lock := &resourcelock.LeaseLock{
@@ -129,9 +131,9 @@ func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) erro
 	}
 	ctx = klog.NewContext(ctx, r.log)
 	for ctx.Err() == nil {
-		led, stopped := make(chan struct{}), make(chan struct{})
+		t := &term{Interface: lock, identity: cfg.Identity, stopped: make(chan struct{})}
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock:            workersFirst{lock, stopped},
+			Lock:            t,
 			LeaseDuration:   cfg.LeaseDuration,
 			RenewDeadline:   cfg.RenewDeadline,
 			RetryPeriod:     cfg.RetryPeriod,
@@ -139,10 +141,8 @@ func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) erro
 			Name:            cfg.Name,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
-					close(led)
-					defer close(stopped)
 					r.log.Info("leading", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
-					lead(ctx)
+					t.run(ctx, lead)
 				},
 				OnStoppedLeading: func() {},
 			},
@@ -151,37 +151,95 @@ func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) erro
 			return fmt.Errorf("reconciler: leader election: %w", err)
 		}
 		le.Run(ctx)
-		select {
-		case <-led:
-			// client-go starts lead in a goroutine and returns without
-			// waiting for it: the next term must not overlap this one.
-			<-stopped
+		if t.acquired.Load() {
+			// client-go starts lead in a goroutine once it holds the lease,
+			// and returns without waiting for it: the next term must not
+			// overlap this one.
+			<-t.stopped
 			r.log.Info("stopped leading", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
-		default:
 		}
 	}
 	return ctx.Err()
 }
 
-// workersFirst is the Lease lock of one leadership term. It holds
-// client-go's release of the lease (an update that names no holder) until
-// the term's workers have stopped, or the release's own deadline passes:
-// client-go releases as soon as the term ends, while lead may still be
-// finishing a write.
-type workersFirst struct {
+// term is the Lease lock of one leadership term, and what the term knows:
+// whether this replica wrote the lease as its holder (after which
+// client-go always starts lead), lead's context, and whether lead has
+// returned.
+type term struct {
 	resourcelock.Interface
-	stopped <-chan struct{}
+	identity string
+	acquired atomic.Bool
+	stopped  chan struct{} // closed when lead has returned
+
+	mu        sync.Mutex
+	cancel    context.CancelFunc // of lead's context, once lead runs
+	cancelled bool
 }
 
-func (l workersFirst) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	if rec.HolderIdentity == "" {
-		select {
-		case <-l.stopped:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+// run runs lead on a context that the release can end.
+func (t *term) run(ctx context.Context, lead func(context.Context)) {
+	defer close(t.stopped)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t.mu.Lock()
+	t.cancel = cancel
+	if t.cancelled {
+		cancel()
 	}
-	return l.Interface.Update(ctx, rec)
+	t.mu.Unlock()
+	lead(ctx)
+}
+
+// stopLead ends lead's context, now or as soon as lead runs.
+func (t *term) stopLead() {
+	t.mu.Lock()
+	t.cancelled = true
+	if t.cancel != nil {
+		t.cancel()
+	}
+	t.mu.Unlock()
+}
+
+func (t *term) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	err := t.Interface.Create(ctx, rec)
+	t.wrote(rec, err)
+	return err
+}
+
+// Update writes rec. A record that names no holder is client-go's release
+// (ReleaseOnCancel), which it sends as soon as the term ends, before lead's
+// context ends when the term ended because renewals failed: the workers
+// would run on past the lease. The release therefore stops lead and waits
+// for it first, then reads the lease again and leaves it alone if another
+// replica holds it by now: client-go judges that from the record it last
+// saw.
+func (t *term) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if rec.HolderIdentity != "" {
+		err := t.Interface.Update(ctx, rec)
+		t.wrote(rec, err)
+		return err
+	}
+	t.stopLead()
+	select {
+	case <-t.stopped:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	cur, _, err := t.Interface.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if cur.HolderIdentity != t.identity {
+		return nil
+	}
+	return t.Interface.Update(ctx, rec)
+}
+
+func (t *term) wrote(rec resourcelock.LeaderElectionRecord, err error) {
+	if err == nil && rec.HolderIdentity == t.identity {
+		t.acquired.Store(true)
+	}
 }
 
 func (r *Reconciler) kube() kubernetes.Interface {

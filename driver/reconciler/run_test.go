@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -374,6 +376,48 @@ func TestLeaseReleasedAfterWorkers(t *testing.T) {
 	<-stopped
 	require.Eventually(t, follower.Leading, drivertest.Settle, 20*time.Millisecond, "the follower takes over")
 	waitFor(t, plain, r.NS, names, "suspended", suspended)
+}
+
+// TestLostLeaseStopsWorkers: a leader whose lease renewals fail (the API
+// server still answers its reads) stops its workers before the lease
+// expires, so that they never run beside the follower that takes over.
+// client-go releases the lease before it ends the term's context, and its
+// release waited for workers that only that context could stop: they ran
+// on until the release gave up, a renew deadline later.
+func TestLostLeaseStopsWorkers(t *testing.T) {
+	r := drivertest.CurrentRig(t)
+	lease := func(id string) reconciler.Option {
+		return reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id,
+			LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 100 * time.Millisecond})
+	}
+	var renewals atomic.Bool // fail the leader's lease writes
+	cfg := rest.CopyConfig(r.Cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if renewals.Load() && req.Method == http.MethodPut && strings.HasPrefix(req.URL.Path, "/apis/coordination.k8s.io/") {
+				return nil, errors.New("injected: the lease write did not get through")
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	a, err := driver.New(cfg, "gw", []string{r.NS})
+	require.NoError(t, err)
+	t.Cleanup(a.Close)
+	leader := newReconciler(t, a, reconciler.WithPeriod(time.Hour), lease("a"))
+	runReconciler(t, leader)
+	require.Eventually(t, leader.Leading, drivertest.Settle, 20*time.Millisecond)
+	follower := newReconciler(t, r.Driver(t, nil), reconciler.WithPeriod(time.Hour), lease("b"))
+	runReconciler(t, follower)
+
+	renewals.Store(true)
+	both := false
+	require.Eventually(t, func() bool {
+		f := follower.Leading()
+		both = both || f && leader.Leading()
+		return f
+	}, drivertest.Settle, 10*time.Millisecond, "the follower takes over")
+	assert.False(t, both, "the old leader's workers ran beside the new leader's")
+	assert.False(t, leader.Leading())
 }
 
 // TestWatchBreak: the connection under the informers is reset and new
