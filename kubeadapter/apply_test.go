@@ -214,6 +214,51 @@ func TestApplyAgainOverAPlainWrapper(t *testing.T) {
 	assert.EqualValues(t, retry.DefaultMaxAttempts, plain.Load(), "each attempt passes the plain wrapper once")
 }
 
+// TestAllocs: a successful request through the applied stack allocates at
+// most 8 more than a bare one with the caller's deadline: the stack's 6
+// (internal/stack's TestAllocs) and 2 for the mark that keeps a second,
+// hidden stack out of the way (the context value and the request's copy).
+func TestAllocs(t *testing.T) {
+	a := testserver.NewAnswer(t)
+	bare := testserver.AllocsPerRequest(t, a, true)
+	got := testserver.AllocsPerRequest(t, kubeadapter.Wrap()(a), false)
+	t.Logf("bare %v, applied %v allocations per request", bare, got)
+	require.LessOrEqual(t, got, bare+8)
+}
+
+// TestOtherChainKeepsItsStack: a wrapper of the config that calls another
+// applied client with the request's context, here one of another server,
+// leaves that client its own stack: its 200 ms timeout cuts the slow
+// answer. The mark of the acting stack once switched every stack below it
+// off, whatever chain it belonged to.
+func TestOtherChainKeepsItsStack(t *testing.T) {
+	slow := slowServer(t, 3*time.Second)
+	other := &rest.Config{Host: slow.URL}
+	require.NoError(t, kubeadapter.Apply(other, kubeadapter.WithTimeout(200*time.Millisecond)))
+	oc, err := rest.HTTPClientFor(other)
+	require.NoError(t, err)
+	defer oc.CloseIdleConnections()
+	var inner error
+	cfg := &rest.Config{Host: slowServer(t, 0).URL}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			r, err := http.NewRequestWithContext(req.Context(), http.MethodGet, slow.URL+"/version", nil)
+			if err == nil {
+				var resp *http.Response
+				if resp, err = oc.Do(r); err == nil {
+					resp.Body.Close()
+				}
+			}
+			inner = err
+			return rt.RoundTrip(req)
+		})
+	})
+	require.NoError(t, kubeadapter.Apply(cfg))
+	require.NoError(t, get(t, cfg, "/version"))
+	var te *timeout.Error
+	assert.ErrorAs(t, inner, &te, "the other client's own timeout: %v", inner)
+}
+
 // TestApplyRunsNoWrapper: Apply looks for its stack without running the
 // config's wrappers. A wrapper that takes what it wraps for client-go's
 // *http.Transport, as it may under plain client-go, neither panics inside

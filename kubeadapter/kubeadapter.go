@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"reflect"
 	"time"
 
@@ -189,8 +190,11 @@ func Check(opts ...Option) error {
 // stack: at run time only the outermost acts, and a stack below one that
 // acts passes each request straight through, so there is one retry layer,
 // one deadline and one trace per attempt. The outermost stack's options
-// are then the ones in force. To keep the first Apply's options, apply
-// before adding wrappers, or pass the options to every Apply.
+// are then the ones in force, but for [WithIdleConnTimeout] and
+// [WithHTTP2Health], which shape the clone of the base transport: the
+// first Apply's clone is made last and wins. To keep the first Apply's
+// options, apply before adding wrappers, or pass the options to every
+// Apply.
 //
 // It returns an error naming the option for invalid options, or saying why
 // [WithHTTP2Health] cannot apply to cfg, and leaves cfg unchanged then.
@@ -225,9 +229,10 @@ func Apply(cfg *rest.Config, opts ...Option) error {
 }
 
 // Applied reports whether cfg carries the stack where [Apply] finds it:
-// its WrapTransport is the one Apply set, or Wrap's given to
-// rest.Config.Wrap. Apply then changes nothing, and its options do not
-// apply. A wrapper added after the stack hides it (see Apply).
+// its WrapTransport is the one Apply set, or Wrap's set by rest.Config.Wrap
+// on a config without other wrappers. Apply then changes nothing, and its
+// options do not apply. A wrapper added after the stack hides it (see
+// Apply).
 func Applied(cfg *rest.Config) bool { return cfg != nil && ours(cfg.WrapTransport) }
 
 // Wrap returns the kubewire stack as a client-go WrapperFunc, for programs
@@ -276,9 +281,8 @@ func (c *config) wrappers(between k8stransport.WrapperFunc) k8stransport.Wrapper
 	return k8stransport.WrapperFunc(transport.Chain(layers...))
 }
 
-// middleware returns the kubewire stack with c's options, marked as
-// installed, or a middleware that fails every request if an option is
-// invalid.
+// middleware returns the kubewire stack with c's options, or a middleware
+// that fails every request if an option is invalid.
 func (c *config) middleware() transport.Middleware {
 	if c.err != nil {
 		err := c.err
@@ -308,22 +312,33 @@ func (c *config) middleware() transport.Middleware {
 
 // installed is the top of a kubewire stack. It hands client-go the errors
 // of requests the stack retried, or refused to retry because the retry
-// budget was spent, as an [*Error]. It marks each request's context, so
-// that a stack below it, which a second Apply could not see (see [Apply]),
-// passes the request through to what it wraps: one stack acts.
+// budget was spent, as an [*Error]. It marks each request's context with
+// the request's URL, so that a stack below it, which a second Apply could
+// not see (see [Apply]), passes that request through to what it wraps:
+// one stack acts. A client that a wrapper calls with the request's
+// context, for another URL, keeps its own stack.
 type installed struct {
 	roundtrip.Wrapped
 	below http.RoundTripper // what the stack wraps
 }
 
-// acting marks a request's context inside a kubewire stack that acts.
-type acting struct{}
+// acting is the context value of a request inside a kubewire stack that
+// acts. A struct of one pointer costs no allocation in an interface.
+type acting struct{ url *url.URL }
+
+// marks reports whether m marks req: the same URL, or a copy of it
+// (otelhttp and http.Request.Clone copy it).
+func (m acting) marks(req *http.Request) bool {
+	a, b := m.url, req.URL
+	return a == b || a != nil && b != nil && a.Scheme == b.Scheme && a.Host == b.Host && a.Path == b.Path && a.RawQuery == b.RawQuery
+}
 
 func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Context().Value(acting{}) != nil {
+	if m, ok := req.Context().Value(acting{}).(acting); ok && m.marks(req) {
 		return s.below.RoundTrip(req)
 	}
-	resp, err := s.Next.RoundTrip(req.WithContext(context.WithValue(req.Context(), acting{}, acting{})))
+	// Two allocations: the context and the request's copy.
+	resp, err := s.Next.RoundTrip(req.WithContext(context.WithValue(req.Context(), acting{}, acting{req.URL})))
 	if re, ok := err.(*retry.Error); ok && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
 		return nil, &Error{Retry: re}
 	}
