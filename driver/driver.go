@@ -101,7 +101,7 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 	// Events get a client of their own, as the kubelet's do, limited to
 	// the event limit: they never wait behind the writes they explain.
 	ec := rest.CopyConfig(rc)
-	ec.QPS, ec.Burst = float32(d.opts.eventQPS), d.opts.eventBurst
+	ec.QPS, ec.Burst, ec.RateLimiter = float32(d.opts.eventQPS), d.opts.eventBurst, nil
 	if d.opts.eventQPS == float64(rate.Inf) {
 		ec.QPS = -1
 	}

@@ -34,10 +34,10 @@ func TestEventsOverTheLimitDropped(t *testing.T) {
 		got = append(got, r.warn(Sandbox{Namespace: "ns", Name: name}, "StaleFence", "Suspend", "note"))
 	}
 	assert.Equal(t, []bool{true, true, false, false, false}, got)
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		l, err := kube.EventsV1().Events("ns").List(t.Context(), metav1.ListOptions{})
-		require.NoError(t, err)
-		return len(l.Items) == 2
+		require.NoError(c, err)
+		assert.Len(c, l.Items, 2)
 	}, 10*time.Second, 10*time.Millisecond)
 	r.shutdown()
 	r.shutdown()

@@ -170,16 +170,17 @@ func TestFenceChangeAtDefaults(t *testing.T) {
 	require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond)
 
 	changed := moveFence(t, r)
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		list, err := watch.List(context.Background(), r.NS)
-		require.NoError(t, err)
+		require.NoError(c, err)
 		running := 0
 		for _, s := range list {
 			if s.Running {
 				running++
 			}
 		}
-		return len(list) == n && running == 0
+		assert.Len(c, list, n)
+		assert.Zero(c, running, "running")
 	}, drivertest.Settle, 10*time.Millisecond, "not every sandbox is suspended")
 	took := time.Since(changed)
 	t.Logf("%d sandboxes suspended %v after the fence change", n, took)
