@@ -18,11 +18,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -513,18 +515,19 @@ func newPatchWatch(n int) *patchWatch {
 func (w *patchWatch) wrap(rt http.RoundTripper) http.RoundTripper {
 	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if strings.HasPrefix(req.URL.Path, "/apis/events.k8s.io/") {
-			var e struct {
-				Regarding struct {
-					Name string `json:"name"`
-				} `json:"regarding"`
+			// client-go sends Events as protobuf: decode them as it does.
+			var regarding string
+			if o, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(bodyOf(req), nil, nil); err == nil {
+				if e, ok := o.(*eventsv1.Event); ok {
+					regarding = e.Regarding.Name
+				}
 			}
-			_ = json.Unmarshal(bodyOf(req), &e)
 			resp, err := rt.RoundTrip(req)
 			if err == nil && resp.StatusCode == http.StatusCreated {
 				w.eventsOK.Add(1)
 				now := time.Now()
 				w.mu.Lock()
-				if at, ok := w.patched[e.Regarding.Name]; ok {
+				if at, ok := w.patched[regarding]; ok {
 					w.delays = append(w.delays, now.Sub(at))
 				}
 				w.mu.Unlock()
