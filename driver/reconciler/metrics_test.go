@@ -35,6 +35,7 @@ const (
 	mFenceToSuspend = "kubewire_reconciler_fence_to_suspend_seconds_count"
 	mUnfinished     = "kubewire_reconciler_queue_unfinished_work_seconds"
 	mLongest        = "kubewire_reconciler_queue_longest_running_processor_seconds"
+	mEventsDropped  = "kubewire_reconciler_events_dropped_total"
 )
 
 // metrics returns a fresh registry with m registered.
@@ -97,7 +98,7 @@ func TestPassMetrics(t *testing.T) {
 
 	assert.Equal(t, map[string]float64{
 		mPasses: 2, mPassDuration: 2,
-		mSuspend: 5, mRollback: 0, mClearBootstrap: 0, mWarnings: 5,
+		mSuspend: 5, mRollback: 0, mClearBootstrap: 0, mWarnings: 5, mEventsDropped: 0,
 		mErrors:         2, // one fence read per namespace
 		mFenceToSuspend: 0, // no Run, no fence event
 		mQueueDepth:     0, mQueueAdds: 0, mQueueRetries: 0, mQueueLatency: 0, mWorkDone: 0,
