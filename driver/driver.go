@@ -115,9 +115,9 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 
 // Close stops the driver's Event recorder and cancels the Event writes
 // under way. The driver's operations keep working; Events recorded after
-// Close are dropped. It leaves the connections to
-// the pool they belong to: client-go shares one transport between every
-// client of the same TLS settings, and middleware never empties it.
+// Close are dropped. It leaves the connections to the pool they belong
+// to: client-go shares one transport between every client of the same TLS
+// settings, and middleware never empties it.
 func (d *Driver) Close() { d.events.shutdown() }
 
 // Namespaces returns the namespaces the driver serves.
