@@ -17,6 +17,10 @@
 // sent. Create checks what the CRD requires (a pod template with named
 // containers) and sends nothing when it is missing.
 //
+// [New] builds the driver's clients from a rest.Config; [NewForClients]
+// takes clientsets a program or a test (client-go's fake clientsets)
+// built.
+//
 // Errors are [*Error] values with the operation, the sandbox and a [Kind];
 // they keep the whole chain, so errors.Is(err, context.DeadlineExceeded)
 // works and the message shows the root cause and the connection it died on.
@@ -44,9 +48,11 @@
 //
 // Each namespace has a fence NetworkPolicy that denies workload egress. Its
 // identity is (metadata.uid, metadata.generation). Create and start record
-// that pair in the Sandbox's annotations; a sandbox whose recorded pair
-// differs from the live policy runs outside the current fence, which the
-// reconciler acts on.
+// that pair in the Sandbox's annotations kubewire.io/fence-uid and
+// kubewire.io/fence-generation (with kubewire.io/bootstrap-started, the
+// time the start began, until it is Ready or stopped); a sandbox whose
+// recorded pair differs from the live policy runs outside the current
+// fence, which the reconciler acts on.
 //
 // # Events
 //

@@ -2,21 +2,40 @@ package driver_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
-	"strings"
+	"net/http/httptest"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
+	sandboxfake "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned/fake"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/core"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
@@ -26,9 +45,61 @@ func TestMain(m *testing.M) {
 	drivertest.Main(m)
 }
 
+var versions = []string{"v1beta1", "v1alpha1"}
+
+// requests counts every request the driver sent, reads included.
+func requests(f *drivertest.Fake) int { return len(f.Sandboxes.Actions()) + len(f.Kube.Actions()) }
+
+// sandboxes is the resource of f's served version.
+func sandboxes(f *drivertest.Fake) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: sandboxv1beta1.GroupVersion.Group, Version: f.Version, Resource: "sandboxes"}
+}
+
+// edit changes the stored sandbox ns/name, as another client would.
+func edit(t *testing.T, f *drivertest.Fake, ns, name string, change func(metav1.Object)) {
+	t.Helper()
+	o := f.Sandbox(t, ns, name)
+	m, err := meta.Accessor(o)
+	require.NoError(t, err)
+	change(m)
+	require.NoError(t, f.Sandboxes.Tracker().Update(sandboxes(f), o, ns))
+}
+
+// stored returns the view of the stored sandbox ns/name.
+func stored(t *testing.T, f *drivertest.Fake, ns, name string) (running bool, ann map[string]string) {
+	t.Helper()
+	switch o := f.Sandbox(t, ns, name).(type) {
+	case *sandboxv1beta1.Sandbox:
+		return o.Spec.OperatingMode == sandboxv1beta1.SandboxOperatingModeRunning, o.Annotations
+	case *sandboxv1alpha1.Sandbox:
+		require.NotNil(t, o.Spec.Replicas)
+		return *o.Spec.Replicas == 1, o.Annotations
+	default:
+		t.Fatalf("stored %T", o)
+	}
+	return false, nil
+}
+
+// patches returns the bodies of the sandbox merge patches sent.
+func patches(t *testing.T, f *drivertest.Fake) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, a := range f.Sandboxes.Actions() {
+		p, ok := a.(k8stesting.PatchAction)
+		if !ok {
+			continue
+		}
+		require.Equal(t, types.MergePatchType, p.GetPatchType())
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(p.GetPatch(), &body))
+		out = append(out, body)
+	}
+	return out
+}
+
 func TestInvalidInputSendsNothing(t *testing.T) {
-	a := drivertest.NewAPIServer(t, "v1beta1")
-	d := drivertest.NewDriver(t, a, nil)
+	f := drivertest.NewFake(t, "v1beta1")
+	d := f.Driver(t, nil)
 	ctx := context.Background()
 	tests := []struct {
 		name    string
@@ -38,11 +109,15 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 		{"empty name", func() error { _, err := d.Get(ctx, "team-a", ""); return err }, "empty sandbox name"},
 		{"not a DNS label", func() error { _, err := d.Stop(ctx, "team-a", "Bad_Name"); return err }, `sandbox name "Bad_Name" is not a DNS label`},
 		{"dotted name", func() error { _, err := d.Start(ctx, "team-a", "a.b"); return err }, `sandbox name "a.b" is not a DNS label`},
-		{"unknown namespace", func() error { return d.Delete(ctx, "kube-system", "sb") }, `unknown namespace "kube-system"`},
+		{"unknown namespace", func() error { return d.Delete(ctx, "kube-system", "sb") }, `unknown namespace "kube-system": the driver serves [team-a team-b]`},
 		{"unknown namespace on create", func() error {
-			_, err := d.Create(ctx, "other", "sb", driver.CreateSpec{})
+			_, err := d.Create(ctx, "other", "sb", drivertest.AgentPod)
 			return err
 		}, `unknown namespace "other"`},
+		{"bad name on create", func() error {
+			_, err := d.Create(ctx, "team-a", "-sb", drivertest.AgentPod)
+			return err
+		}, `sandbox name "-sb" is not a DNS label`},
 		{"unknown namespace on list", func() error { _, err := d.List(ctx, "other"); return err }, `unknown namespace "other"`},
 	}
 	for _, tt := range tests {
@@ -53,29 +128,27 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.wantMsg)
 		})
 	}
-	a.Mu.Lock()
-	defer a.Mu.Unlock()
-	assert.Empty(t, a.Requests, "invalid input reached the API server")
+	assert.Zero(t, requests(f), "invalid input reached the API server")
 }
 
 // TestCreateRejectsBadTemplate: what the Sandbox CRD would reject fails
 // before anything is sent, naming the field and the value.
 func TestCreateRejectsBadTemplate(t *testing.T) {
-	a := drivertest.NewAPIServer(t, "v1beta1")
-	d := drivertest.NewDriver(t, a, nil)
-	ctr := func(names ...string) driver.CreateSpec {
-		var spec driver.CreateSpec
+	f := drivertest.NewFake(t, "v1beta1")
+	d := f.Driver(t, nil)
+	ctr := func(names ...string) sandboxv1beta1.PodTemplate {
+		var tmpl sandboxv1beta1.PodTemplate
 		for _, n := range names {
-			spec.PodTemplate.Spec.Containers = append(spec.PodTemplate.Spec.Containers, corev1.Container{Name: n, Image: "busybox"})
+			tmpl.Spec.Containers = append(tmpl.Spec.Containers, corev1.Container{Name: n, Image: "busybox"})
 		}
-		return spec
+		return tmpl
 	}
 	tests := []struct {
 		name    string
-		give    driver.CreateSpec
+		give    sandboxv1beta1.PodTemplate
 		wantMsg string
 	}{
-		{"no pod template", driver.CreateSpec{}, "spec.podTemplate.spec.containers: required"},
+		{"no pod template", sandboxv1beta1.PodTemplate{}, "spec.podTemplate.spec.containers: required"},
 		{"unnamed container", ctr(""), `spec.podTemplate.spec.containers[0].name: "" is not a DNS label`},
 		{"bad container name", ctr("agent", "Side_Car"), `spec.podTemplate.spec.containers[1].name: "Side_Car" is not a DNS label`},
 		{"duplicate container", ctr("agent", "agent"), `spec.podTemplate.spec.containers[1].name: duplicate container name "agent"`},
@@ -85,170 +158,686 @@ func TestCreateRejectsBadTemplate(t *testing.T) {
 			_, err := d.Create(context.Background(), "team-a", "sb", tt.give)
 			require.Error(t, err)
 			assert.Equal(t, driver.KindInvalidArgument, driver.KindOf(err))
-			assert.ErrorContains(t, err, tt.wantMsg)
+			assert.ErrorContains(t, err, "driver: create sandbox team-a/sb: invalid argument: "+tt.wantMsg)
 		})
 	}
-	assert.Zero(t, a.Total(), "bad input reached the API server")
+	assert.Zero(t, f.Mutations(), "bad input was written")
+	assert.Zero(t, requests(f), "bad input reached the API server")
+}
+
+// TestCreate: the sandbox is created running, labelled as the gateway's,
+// with the given template and admitted under the namespace's fence.
+func TestCreate(t *testing.T) {
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			f := drivertest.NewFake(t, version)
+			f.AddFence(t, "team-a", "fence-a", 2)
+			d := f.Driver(t, nil)
+			s, err := d.Create(context.Background(), "team-a", "sb", drivertest.AgentPod)
+			require.NoError(t, err)
+			assert.Equal(t, driver.Sandbox{
+				Namespace: "team-a", Name: "sb", Running: true, Phase: driver.PhaseStarting,
+				FenceUID: "fence-a", FenceGeneration: 2,
+			}, s)
+			o := f.Sandbox(t, "team-a", "sb")
+			m, err := meta.Accessor(o)
+			require.NoError(t, err)
+			assert.Equal(t, map[string]string{driver.LabelManagedBy: drivertest.DriverName, driver.LabelGateway: "gw"}, m.GetLabels())
+			ann := m.GetAnnotations()
+			assert.Equal(t, "fence-a", ann[drivertest.AnnFenceUID])
+			assert.Equal(t, "2", ann[drivertest.AnnFenceGen])
+			_, err = time.Parse(time.RFC3339, ann[drivertest.AnnBootstrap])
+			assert.NoError(t, err, "the bootstrap mark")
+			switch o := o.(type) {
+			case *sandboxv1beta1.Sandbox:
+				assert.Equal(t, drivertest.AgentPod, o.Spec.PodTemplate)
+				assert.Equal(t, sandboxv1beta1.SandboxOperatingModeRunning, o.Spec.OperatingMode)
+			case *sandboxv1alpha1.Sandbox:
+				assert.Equal(t, drivertest.AgentPod.Spec, o.Spec.PodTemplate.Spec)
+				assert.Equal(t, ptr(int32(1)), o.Spec.Replicas)
+			}
+			assert.Zero(t, f.Count("create", "networkpolicies"), "the fence exists")
+
+			_, err = d.Create(context.Background(), "team-a", "sb", drivertest.AgentPod)
+			assert.Equal(t, driver.KindAlreadyExists, driver.KindOf(err), "%v", err)
+		})
+	}
+}
+
+// TestCreateMakesTheFence: a namespace without a fence gets one that
+// denies every pod's egress, and the sandbox is admitted under it.
+func TestCreateMakesTheFence(t *testing.T) {
+	f := drivertest.NewFake(t, "v1beta1")
+	// The API server assigns the uid and the first generation.
+	f.Kube.PrependReactor("create", "networkpolicies", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		np := a.(k8stesting.CreateAction).GetObject().(*networkingv1.NetworkPolicy)
+		np.UID, np.Generation = "fence-new", 1
+		return false, nil, nil
+	})
+	d := f.Driver(t, nil)
+	s, err := d.Create(context.Background(), "team-b", "sb", drivertest.AgentPod)
+	require.NoError(t, err)
+	assert.Equal(t, types.UID("fence-new"), s.FenceUID)
+	assert.EqualValues(t, 1, s.FenceGeneration)
+	np, err := f.Kube.NetworkingV1().NetworkPolicies("team-b").Get(context.Background(), drivertest.FenceName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{driver.LabelManagedBy: drivertest.DriverName}, np.Labels)
+	assert.Equal(t, networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}, np.Spec, "no egress rule: every pod's egress denied")
+}
+
+// TestNewForClients: the clientsets and the arguments are checked, and
+// the error names the bad value.
+func TestNewForClients(t *testing.T) {
+	sb, kube := sandboxfake.NewSimpleClientset(), kubefake.NewSimpleClientset()
+	tests := []struct {
+		name       string
+		sandboxes  versioned.Interface
+		kube       kubernetes.Interface
+		gateway    string
+		namespaces []string
+		opts       []driver.Option
+		wantErr    string
+	}{
+		{name: "nil sandbox clientset", kube: kube, gateway: "gw", namespaces: []string{"a"}, wantErr: "driver: NewForClients: nil sandboxes clientset"},
+		{name: "nil kube clientset", sandboxes: sb, gateway: "gw", namespaces: []string{"a"}, wantErr: "driver: NewForClients: nil kube clientset"},
+		{name: "typed nil kube clientset", sandboxes: sb, kube: (*kubernetes.Clientset)(nil), gateway: "gw", namespaces: []string{"a"}, wantErr: "driver: NewForClients: nil kube clientset"},
+		{name: "empty gateway", sandboxes: sb, kube: kube, namespaces: []string{"a"}, wantErr: `driver: gateway "" is not a valid label value`},
+		{name: "bad gateway", sandboxes: sb, kube: kube, gateway: "gw/1", namespaces: []string{"a"}, wantErr: `driver: gateway "gw/1" is not a valid label value`},
+		{name: "no namespaces", sandboxes: sb, kube: kube, gateway: "gw", wantErr: "driver: namespaces must not be empty"},
+		{name: "bad namespace", sandboxes: sb, kube: kube, gateway: "gw", namespaces: []string{"a", "Team_B"}, wantErr: `driver: namespace "Team_B" is not a valid namespace name`},
+		{name: "bad option", sandboxes: sb, kube: kube, gateway: "gw", namespaces: []string{"a"}, opts: []driver.Option{driver.WithFenceName("Fence!")}, wantErr: `driver: WithFenceName "Fence!" is not a valid object name`},
+		{name: "valid", sandboxes: sb, kube: kube, gateway: "gw", namespaces: []string{"b", "a", "b"}, opts: []driver.Option{nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := driver.NewForClients(tt.sandboxes, tt.kube, tt.gateway, tt.namespaces, tt.opts...)
+			if tt.wantErr != "" {
+				assert.EqualError(t, err, tt.wantErr)
+				assert.Nil(t, d)
+				return
+			}
+			require.NoError(t, err)
+			d.Close()
+		})
+	}
+	assert.Empty(t, sb.Actions())
+	assert.Empty(t, kube.Actions(), "construction sends nothing")
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
-	_, err := driver.New(cfg, "", []string{"a"})
-	assert.EqualError(t, err, `driver: gateway "" is not a valid label value`)
-	_, err = driver.New(cfg, "gw", nil)
-	assert.EqualError(t, err, "driver: namespaces must not be empty")
-	_, err = driver.New(cfg, "gw", []string{"Team_A"})
-	assert.EqualError(t, err, `driver: namespace "Team_A" is not a valid namespace name`)
-	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithPageSize(0))
-	assert.EqualError(t, err, "driver: WithPageSize must be positive, got 0")
-	for _, qps := range []float64{0, -1, math.NaN()} {
-		_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithEventLimit(qps, 1))
-		assert.EqualError(t, err, fmt.Sprintf("driver: WithEventLimit qps must be positive, got %v", qps))
+	tests := []struct {
+		name       string
+		cfg        *rest.Config
+		gateway    string
+		namespaces []string
+		opts       []driver.Option
+		wantErr    string
+	}{
+		{name: "nil config", gateway: "gw", namespaces: []string{"a"}, wantErr: "driver: New: nil *rest.Config"},
+		{name: "empty gateway", cfg: cfg, namespaces: []string{"a"}, wantErr: `driver: gateway "" is not a valid label value`},
+		{name: "no namespaces", cfg: cfg, gateway: "gw", wantErr: "driver: namespaces must not be empty"},
+		{name: "bad namespace", cfg: cfg, gateway: "gw", namespaces: []string{"Team_A"}, wantErr: `driver: namespace "Team_A" is not a valid namespace name`},
+		{name: "bad driver name", cfg: cfg, gateway: "gw", namespaces: []string{"a"}, opts: []driver.Option{driver.WithDriverName("")}, wantErr: `driver: WithDriverName "" is not a valid label value`},
+		{name: "bad fence name", cfg: cfg, gateway: "gw", namespaces: []string{"a"}, opts: []driver.Option{driver.WithFenceName("Fence_A")}, wantErr: `driver: WithFenceName "Fence_A" is not a valid object name`},
+		{name: "event burst 0", cfg: cfg, gateway: "gw", namespaces: []string{"a"}, opts: []driver.Option{driver.WithEventLimit(math.Inf(1), 0)}, wantErr: "driver: WithEventLimit burst must be at least 1, got 0"},
+		{name: "no event limit", cfg: cfg, gateway: "gw", namespaces: []string{"a"}, opts: []driver.Option{driver.WithEventLimit(math.Inf(1), 1)}},
+		{name: "negative timeout", cfg: &rest.Config{Host: cfg.Host, Timeout: -time.Second}, gateway: "gw", namespaces: []string{"a"}, wantErr: "kubeadapter: rest.Config.Timeout must not be negative, got -1s"},
 	}
-	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithEventLimit(math.Inf(1), 0))
-	assert.EqualError(t, err, "driver: WithEventLimit burst must be at least 1, got 0")
-	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithEventLimit(math.Inf(1), 1))
-	assert.NoError(t, err)
-	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(0)))
-	assert.EqualError(t, err, "kubeadapter: WithTimeout must be positive, got 0s")
-	// kubectl proxy serves plain http: no HTTP/2, so no HTTP/2 health check.
-	_, err = driver.New(cfg, "gw", []string{"a"}, driver.WithAdapterOptions(kubeadapter.WithHTTP2Health(time.Second, time.Second)))
-	assert.EqualError(t, err, "kubeadapter: WithHTTP2Health cannot apply: HTTP/2 is off: the server http://127.0.0.1:1 is plain http, which client-go speaks in HTTP/1.1")
-	_, err = driver.New(nil, "gw", []string{"a"})
-	assert.Error(t, err)
+	for _, qps := range []float64{0, -1, math.NaN()} {
+		tests = append(tests, struct {
+			name       string
+			cfg        *rest.Config
+			gateway    string
+			namespaces []string
+			opts       []driver.Option
+			wantErr    string
+		}{name: fmt.Sprintf("event qps %v", qps), cfg: cfg, gateway: "gw", namespaces: []string{"a"}, opts: []driver.Option{driver.WithEventLimit(qps, 1)}, wantErr: fmt.Sprintf("driver: WithEventLimit qps must be positive, got %v", qps)})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := driver.New(tt.cfg, tt.gateway, tt.namespaces, tt.opts...)
+			if tt.wantErr != "" {
+				assert.EqualError(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			d.Close()
+		})
+	}
 }
 
-// TestAdapterOptionsOnAppliedConfig: a config the caller already applied
-// keeps its stack and that stack's options. New refuses adapter options it
-// could not apply; they were dropped without a word (an observer given
-// this way saw no attempt). Without adapter options such a config is
-// taken as it is.
-func TestAdapterOptionsOnAppliedConfig(t *testing.T) {
-	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
-	require.NoError(t, kubeadapter.Apply(cfg))
-	_, err := driver.New(cfg, "gw", []string{"a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(time.Second)))
-	assert.EqualError(t, err, "driver: WithAdapterOptions cannot apply: the rest.Config already carries kubeadapter's stack, whose options stay; give them to that kubeadapter.Apply, or give New the config without it")
-	d, err := driver.New(cfg, "gw", []string{"a"})
+// TestNewKeepsAppliedStack: a config that already carries kubeadapter's
+// stack keeps it and its options: the caller's timeout bounds each
+// attempt and the caller's observer sees them. (With a stack of New's,
+// the default timeout would have held the request far longer than the
+// test's deadline.)
+func TestNewKeepsAppliedStack(t *testing.T) {
+	// A server that stopped answering: it holds each request until the
+	// client gives up on it.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(srv.Close)
+	cfg := &rest.Config{Host: srv.URL}
+	var attempts atomic.Int32
+	require.NoError(t, kubeadapter.Apply(cfg,
+		kubeadapter.WithTimeout(100*time.Millisecond),
+		kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: func(pooltrace.Attempt) { attempts.Add(1) }}),
+	))
+	d, err := driver.New(cfg, "gw", []string{"team-a"})
 	require.NoError(t, err)
-	d.Close()
+	t.Cleanup(d.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = d.Get(ctx, "team-a", "sb")
+	require.Error(t, err)
+	assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
+	assert.ErrorContains(t, err, "probing agents.x-k8s.io/v1beta1: ")
+	assert.ErrorContains(t, err, "request timeout of 100ms exceeded")
+	assert.NoError(t, ctx.Err(), "the caller's deadline did not end it")
+	assert.EqualValues(t, 3, attempts.Load(), "the list is retried, and the caller's observer sees each attempt")
+}
+
+// TestProbe: the served version is found with a list of at most one of
+// the gateway's sandboxes, v1beta1 first, then v1alpha1 when the API
+// server answers 404; the answer is kept.
+func TestProbe(t *testing.T) {
+	tests := []struct {
+		version   string
+		wantProbe []string
+	}{
+		{"v1beta1", []string{"v1beta1"}},
+		{"v1alpha1", []string{"v1beta1", "v1alpha1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.version, func(t *testing.T) {
+			f := drivertest.StaleFixture(t, tt.version, true)
+			d := f.Driver(t, nil)
+			ctx := context.Background()
+			s, err := d.Get(ctx, "team-b", "sb-x")
+			require.NoError(t, err)
+			assert.True(t, s.Running)
+			_, err = d.List(ctx, "team-a")
+			require.NoError(t, err)
+			v, err := core.Of(d).Version(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, tt.version, v)
+
+			var probes []string
+			for _, a := range f.Sandboxes.Actions() {
+				l, ok := a.(k8stesting.ListActionImpl)
+				if !ok || l.GetListOptions().Limit != 1 {
+					continue
+				}
+				probes = append(probes, a.GetResource().Version)
+				assert.Equal(t, "team-a", a.GetNamespace(), "the first namespace")
+				assert.Equal(t, "app.kubernetes.io/managed-by=kubewire-driver,kubewire.io/gateway=gw", l.GetListOptions().LabelSelector)
+			}
+			assert.Equal(t, tt.wantProbe, probes, "probed once")
+			var rest []string
+			for _, a := range f.Sandboxes.Actions()[len(probes):] {
+				rest = append(rest, a.GetVerb()+" "+a.GetResource().Version)
+			}
+			assert.Equal(t, []string{"get " + tt.version, "list " + tt.version}, rest, "then the served version only")
+		})
+	}
+}
+
+// TestProbeNotInstalled: an API server that answers 404 for both
+// versions has no agent-sandbox; the error says so, and is KindNotFound.
+func TestProbeNotInstalled(t *testing.T) {
+	f := drivertest.NewFake(t, "v1beta1") // no fence either
+	f.Sandboxes.PrependReactor("*", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(a.GetResource().GroupResource(), "")
+	})
+	d := f.Driver(t, nil)
+	for _, call := range []func() error{
+		func() error { _, err := d.Get(context.Background(), "team-a", "sb-0"); return err },
+		func() error { _, err := d.List(context.Background(), "team-a"); return err },
+		func() error { _, err := d.Stop(context.Background(), "team-a", "sb-0"); return err },
+		func() error { _, err := d.Start(context.Background(), "team-a", "sb-0"); return err },
+		func() error {
+			_, err := d.Create(context.Background(), "team-b", "new", drivertest.AgentPod)
+			return err
+		},
+	} {
+		err := call()
+		require.Error(t, err)
+		assert.Equal(t, driver.KindNotFound, driver.KindOf(err))
+		assert.ErrorIs(t, err, core.ErrNotInstalled)
+		assert.ErrorContains(t, err, "the API server serves neither agents.x-k8s.io/v1beta1 nor agents.x-k8s.io/v1alpha1 sandboxes; is agent-sandbox installed?")
+	}
+	assert.Equal(t, 10, f.Count("list", "sandboxes"), "each call probes again, both versions")
+	assert.Zero(t, f.Mutations(), "no fence is made for a create or start on a cluster without agent-sandbox")
+}
+
+// TestProbeFailureNotRemembered: a probe that got no answer is not taken
+// for one; the next call probes again.
+func TestProbeFailureNotRemembered(t *testing.T) {
+	f := drivertest.StaleFixture(t, "v1alpha1", true)
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	var once sync.Once
+	f.Sandboxes.PrependReactor("list", "sandboxes", func(k8stesting.Action) (handled bool, _ runtime.Object, _ error) {
+		once.Do(func() { handled = true })
+		return handled, nil, reset
+	})
+	d := f.Driver(t, nil)
+	_, err := d.Get(context.Background(), "team-a", "sb-0")
+	require.Error(t, err)
+	assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
+	assert.ErrorIs(t, err, syscall.ECONNRESET)
+	assert.EqualError(t, err, "driver: get sandbox team-a/sb-0: unavailable: probing agents.x-k8s.io/v1beta1: read tcp: connection reset by peer")
+	s, err := d.Get(context.Background(), "team-a", "sb-0")
+	require.NoError(t, err)
+	assert.True(t, s.Running)
+	v, err := core.Of(d).Version(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "v1alpha1", v)
 }
 
 func TestStopIsANoOpWhenStopped(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", false)
-	d := drivertest.NewDriver(t, a, nil)
-	s, err := d.Stop(context.Background(), "team-a", "sb-0")
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			f := drivertest.StaleFixture(t, version, false)
+			d := f.Driver(t, nil)
+			s, err := d.Stop(context.Background(), "team-a", "sb-0")
+			require.NoError(t, err)
+			assert.Equal(t, driver.PhaseStopped, s.Phase)
+			assert.False(t, s.Running)
+			assert.Zero(t, f.Mutations(), "a patch that would change nothing is not sent")
+		})
+	}
+}
+
+// TestStop: the intent becomes stopped through one patch guarded by the
+// resourceVersion read, and the sandbox is Stopping until the controller
+// observes it.
+func TestStop(t *testing.T) {
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			f := drivertest.StaleFixture(t, version, true)
+			m, err := meta.Accessor(f.Sandbox(t, "team-a", "sb-0"))
+			require.NoError(t, err)
+			rv := m.GetResourceVersion()
+			d := f.Driver(t, nil)
+			s, err := d.Stop(context.Background(), "team-a", "sb-0")
+			require.NoError(t, err)
+			assert.False(t, s.Running)
+			assert.Equal(t, driver.PhaseStopping, s.Phase)
+			running, _ := stored(t, f, "team-a", "sb-0")
+			assert.False(t, running)
+			p := patches(t, f)
+			require.Len(t, p, 1)
+			assert.Equal(t, rv, p[0]["metadata"].(map[string]any)["resourceVersion"], "the guard")
+		})
+	}
+}
+
+// TestStopEndsBootstrap: a stop ends a bootstrap in progress; a stopped
+// sandbox that still carries the mark gets it removed.
+func TestStopEndsBootstrap(t *testing.T) {
+	f := drivertest.StaleFixture(t, "v1beta1", false)
+	edit(t, f, "team-a", "sb-0", func(m metav1.Object) {
+		ann := m.GetAnnotations()
+		ann[drivertest.AnnBootstrap] = time.Now().UTC().Format(time.RFC3339)
+		m.SetAnnotations(ann)
+	})
+	d := f.Driver(t, nil)
+	_, err := d.Stop(context.Background(), "team-a", "sb-0")
 	require.NoError(t, err)
-	assert.Equal(t, driver.PhaseStopped, s.Phase)
-	assert.Zero(t, a.Mutations(), "a patch that would change nothing is not sent")
+	_, ann := stored(t, f, "team-a", "sb-0")
+	assert.NotContains(t, ann, drivertest.AnnBootstrap)
+	assert.Equal(t, 1, f.Count("patch", "sandboxes"))
 }
 
 func TestStartRecordsCurrentFence(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", false)
-	d := drivertest.NewDriver(t, a, nil)
-	s, err := d.Start(context.Background(), "team-a", "sb-1")
-	require.NoError(t, err)
-	assert.True(t, s.Running)
-	assert.Equal(t, driver.Fence{UID: "fence-a", Generation: 2}, s.Fence)
-	assert.False(t, s.BootstrapStarted.IsZero())
-	assert.Equal(t, 1, a.Count("PATCH patch"))
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			f := drivertest.StaleFixture(t, version, false)
+			d := f.Driver(t, nil)
+			s, err := d.Start(context.Background(), "team-a", "sb-1")
+			require.NoError(t, err)
+			assert.True(t, s.Running)
+			assert.Equal(t, driver.PhaseStarting, s.Phase)
+			assert.Equal(t, types.UID("fence-a"), s.FenceUID)
+			assert.EqualValues(t, 2, s.FenceGeneration)
+			running, ann := stored(t, f, "team-a", "sb-1")
+			assert.True(t, running)
+			assert.Equal(t, "fence-a", ann[drivertest.AnnFenceUID])
+			assert.Equal(t, "2", ann[drivertest.AnnFenceGen])
+			_, err = time.Parse(time.RFC3339, ann[drivertest.AnnBootstrap])
+			assert.NoError(t, err, "a bootstrap began")
+			assert.Equal(t, 1, f.Count("patch", "sandboxes"))
+			assert.Equal(t, 1, f.Mutations())
+		})
+	}
 }
 
-func TestGetNotOwned(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", true)
-	a.Mu.Lock()
-	a.Sandboxes["team-a/sb-0"]["metadata"].(map[string]any)["labels"] = map[string]any{driver.LabelGateway: "other"}
-	a.Mu.Unlock()
-	d := drivertest.NewDriver(t, a, nil)
-	_, err := d.Stop(context.Background(), "team-a", "sb-0")
+// TestStartIsANoOpWhenAdmitted: a running sandbox admitted under the
+// current fence is left alone.
+func TestStartIsANoOpWhenAdmitted(t *testing.T) {
+	f := drivertest.NewFake(t, "v1beta1")
+	f.AddFence(t, "team-a", "fence-a", 2)
+	f.AddSandbox(t, "team-a", "sb", true, "fence-a", 2)
+	s, err := f.Driver(t, nil).Start(context.Background(), "team-a", "sb")
+	require.NoError(t, err)
+	assert.Equal(t, driver.PhaseReady, s.Phase)
+	assert.Zero(t, f.Mutations())
+}
+
+// TestConflictIsDecidedAgain: another writer stops the sandbox between
+// the driver's read and its patch. The patch, guarded by the
+// resourceVersion read, is refused with 409; the driver reads again and,
+// finding it stopped, sends nothing more.
+func TestConflictIsDecidedAgain(t *testing.T) {
+	f := drivertest.StaleFixture(t, "v1beta1", true)
+	gvr := sandboxes(f)
+	var once sync.Once
+	f.Sandboxes.PrependReactor("get", "sandboxes", func(k8stesting.Action) (handled bool, read runtime.Object, err error) {
+		once.Do(func() {
+			var o runtime.Object
+			if o, err = f.Sandboxes.Tracker().Get(gvr, "team-a", "sb-0"); err != nil {
+				return
+			}
+			handled, read = true, o.DeepCopyObject()
+			other := o.(*sandboxv1beta1.Sandbox)
+			other.Spec.OperatingMode = sandboxv1beta1.SandboxOperatingModeSuspended
+			other.Generation++
+			other.ResourceVersion = "9999"
+			err = f.Sandboxes.Tracker().Update(gvr, other, "team-a")
+		})
+		return handled, read, err
+	})
+	s, err := f.Driver(t, nil).Stop(context.Background(), "team-a", "sb-0")
+	require.NoError(t, err)
+	assert.False(t, s.Running)
+	assert.Equal(t, 1, f.Count("patch", "sandboxes"), "the refused patch only")
+	assert.Equal(t, 2, f.Count("get", "sandboxes"), "read again after the conflict")
+	m, err := meta.Accessor(f.Sandbox(t, "team-a", "sb-0"))
+	require.NoError(t, err)
+	assert.Equal(t, "9999", m.GetResourceVersion(), "the other writer's change stands")
+}
+
+// TestConflictGivesUp: a sandbox that keeps changing under the patch
+// fails with KindConflict after client-go's retry.DefaultRetry (five
+// tries).
+func TestConflictGivesUp(t *testing.T) {
+	f := drivertest.StaleFixture(t, "v1beta1", true)
+	f.Sandboxes.PrependReactor("patch", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), "sb-0", errors.New("the object has been modified"))
+	})
+	_, err := f.Driver(t, nil).Stop(context.Background(), "team-a", "sb-0")
 	require.Error(t, err)
-	assert.Equal(t, driver.KindPrecondition, driver.KindOf(err))
-	assert.Zero(t, a.Mutations(), "a sandbox of another gateway is not touched")
+	assert.Equal(t, driver.KindConflict, driver.KindOf(err))
+	assert.True(t, apierrors.IsConflict(err))
+	assert.Equal(t, 5, f.Count("patch", "sandboxes"))
+	assert.Equal(t, 5, f.Count("get", "sandboxes"), "each try decides from a fresh read")
+}
+
+// TestNotOwned: a sandbox of another gateway or driver is neither
+// reported nor touched.
+func TestNotOwned(t *testing.T) {
+	tests := []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"other gateway", map[string]string{driver.LabelManagedBy: drivertest.DriverName, driver.LabelGateway: "other"}},
+		{"other driver", map[string]string{driver.LabelManagedBy: "someone-else", driver.LabelGateway: "gw"}},
+		{"no labels", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := drivertest.StaleFixture(t, "v1beta1", true)
+			edit(t, f, "team-a", "sb-0", func(m metav1.Object) { m.SetLabels(tt.labels) })
+			d := f.Driver(t, nil)
+			ctx := context.Background()
+			for op, call := range map[string]func() error{
+				"get":    func() error { _, err := d.Get(ctx, "team-a", "sb-0"); return err },
+				"stop":   func() error { _, err := d.Stop(ctx, "team-a", "sb-0"); return err },
+				"start":  func() error { _, err := d.Start(ctx, "team-a", "sb-0"); return err },
+				"delete": func() error { return d.Delete(ctx, "team-a", "sb-0") },
+			} {
+				err := call()
+				require.Error(t, err, op)
+				assert.Equal(t, driver.KindPrecondition, driver.KindOf(err), op)
+				assert.ErrorIs(t, err, core.ErrNotOwned, op)
+				assert.ErrorContains(t, err, "sandbox is not managed by this driver for this gateway (kubewire-driver for gateway gw)", op)
+			}
+			l, err := d.List(ctx, "team-a")
+			require.NoError(t, err)
+			assert.Len(t, l, 3, "listed by its labels")
+			assert.Zero(t, f.Mutations(), "a sandbox of another gateway is not touched")
+		})
+	}
 }
 
 func TestGetNotFound(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", true)
-	d := drivertest.NewDriver(t, a, nil)
+	f := drivertest.StaleFixture(t, "v1beta1", true)
+	d := f.Driver(t, nil)
 	_, err := d.Get(context.Background(), "team-a", "missing")
 	assert.Equal(t, driver.KindNotFound, driver.KindOf(err))
-	assert.Contains(t, err.Error(), "driver: get sandbox team-a/missing: not found")
+	assert.ErrorContains(t, err, "driver: get sandbox team-a/missing: not found")
+}
+
+// TestList: the gateway's sandboxes of the namespace, phases settled as
+// Get settles them.
+func TestList(t *testing.T) {
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			f := drivertest.StaleFixture(t, version, false)
+			d := f.Driver(t, nil)
+			l, err := d.List(context.Background(), "team-a")
+			require.NoError(t, err)
+			var names []string
+			for _, s := range l {
+				names = append(names, s.Name)
+				assert.Equal(t, driver.PhaseStopped, s.Phase, s.Name)
+				assert.Equal(t, types.UID("fence-a"), s.FenceUID)
+				assert.EqualValues(t, 1, s.FenceGeneration)
+			}
+			assert.ElementsMatch(t, []string{"sb-0", "sb-1", "sb-2", "sb-3"}, names)
+			l, err = d.List(context.Background(), "team-b")
+			require.NoError(t, err)
+			require.Len(t, l, 1)
+			assert.Equal(t, "sb-x", l[0].Name)
+		})
+	}
+}
+
+// TestV1alpha1StopSettledByPod: agent-sandbox v0.4.x reports Ready=True
+// for replicas 0 whether or not the pod is gone, so the pod decides: gone
+// is Stopped, the sandbox's own is Stopping, another's is the stop that
+// cannot complete. The pod looked up is the one the controller tracks.
+func TestV1alpha1StopSettledByPod(t *testing.T) {
+	ownedBy := func(uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1alpha1", Kind: "Sandbox", Name: "sb-0", UID: uid, Controller: ptr(true)}}
+	}
+	tests := []struct {
+		name       string
+		podName    string // tracked by the annotation when not sb-0
+		pod        *corev1.Pod
+		want       driver.Phase
+		wantReason string
+	}{
+		{name: "pod gone", want: driver.PhaseStopped},
+		{name: "its pod terminating", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sb-0", OwnerReferences: ownedBy("uid-sb-0")}}, want: driver.PhaseStopping},
+		{name: "a pod it does not own", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sb-0"}}, want: driver.PhaseError, wantReason: sandboxv1beta1.SandboxReasonSuspendedPodNotOwned},
+		{name: "a pod of a former sandbox", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sb-0", OwnerReferences: ownedBy("uid-old")}}, want: driver.PhaseError, wantReason: sandboxv1beta1.SandboxReasonSuspendedPodNotOwned},
+		{name: "adopted pod terminating", podName: "warm-1", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "warm-1", OwnerReferences: ownedBy("uid-sb-0")}}, want: driver.PhaseStopping},
+		{name: "adopted pod gone, another of the sandbox's name", podName: "warm-1", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sb-0"}}, want: driver.PhaseStopped},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := drivertest.StaleFixture(t, "v1alpha1", false)
+			if tt.podName != "" {
+				edit(t, f, "team-a", "sb-0", func(m metav1.Object) {
+					ann := m.GetAnnotations()
+					ann[sandboxv1alpha1.SandboxPodNameAnnotation] = tt.podName
+					m.SetAnnotations(ann)
+				})
+			}
+			if tt.pod != nil {
+				tt.pod.Namespace = "team-a"
+				require.NoError(t, f.Kube.Tracker().Add(tt.pod))
+			}
+			d := f.Driver(t, nil)
+			s, err := d.Get(context.Background(), "team-a", "sb-0")
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, s.Phase)
+			assert.Equal(t, tt.wantReason, s.Reason)
+			s, err = d.Stop(context.Background(), "team-a", "sb-0")
+			if tt.want == driver.PhaseError {
+				require.Error(t, err)
+				assert.Equal(t, driver.KindPrecondition, driver.KindOf(err))
+				assert.ErrorContains(t, err, "the stop cannot complete: PodNotOwned: ")
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tt.want, s.Phase, "the stop reports the sandbox too")
+			assert.Zero(t, f.Mutations(), "it is stopped already")
+			assert.Equal(t, 2, f.Count("get", "pods"), "one pod read each")
+		})
+	}
+}
+
+// TestPodsNotReadWhenNotNeeded: a running v1alpha1 sandbox and any
+// v1beta1 sandbox are settled without a pod read.
+func TestPodsNotReadWhenNotNeeded(t *testing.T) {
+	for _, tt := range []struct {
+		version string
+		running bool
+	}{{"v1alpha1", true}, {"v1beta1", true}, {"v1beta1", false}} {
+		f := drivertest.StaleFixture(t, tt.version, tt.running)
+		_, err := f.Driver(t, nil).List(context.Background(), "team-a")
+		require.NoError(t, err)
+		assert.Zero(t, f.Count("get", "pods"), "%s running=%v", tt.version, tt.running)
+	}
 }
 
 // TestForbidden: a 403 from the authorizer is KindForbidden, not
 // internal, and keeps the API server's message, which names what RBAC
 // lacks.
 func TestForbidden(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", true)
-	const msg = `sandboxes.agents.x-k8s.io "sb-0" is forbidden: User "gateway" cannot patch resource "sandboxes" in API group "agents.x-k8s.io" in the namespace "team-a"`
-	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
-		if r.Method != http.MethodPatch {
-			return false
-		}
-		drivertest.Status(w, http.StatusForbidden, "Forbidden", msg)
-		return true
-	}
-	_, err := drivertest.NewDriver(t, a, nil).Stop(context.Background(), "team-a", "sb-0")
+	f := drivertest.StaleFixture(t, "v1beta1", true)
+	f.Sandboxes.PrependReactor("patch", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "sb-0",
+			errors.New(`User "gateway" cannot patch resource "sandboxes" in API group "agents.x-k8s.io" in the namespace "team-a"`))
+	})
+	_, err := f.Driver(t, nil).Stop(context.Background(), "team-a", "sb-0")
 	require.Error(t, err)
 	assert.Equal(t, driver.KindForbidden, driver.KindOf(err))
-	assert.Equal(t, "driver: stop sandbox team-a/sb-0: forbidden: "+msg, err.Error())
+	assert.Equal(t, `driver: stop sandbox team-a/sb-0: forbidden: sandboxes.agents.x-k8s.io "sb-0" is forbidden: User "gateway" cannot patch resource "sandboxes" in API group "agents.x-k8s.io" in the namespace "team-a"`, err.Error())
 }
 
-// TestErrorKeepsChain: a timeout keeps context.DeadlineExceeded, the
-// kubewire timeout error and the connection facts in the driver's error.
-func TestErrorKeepsChain(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", true)
-	var attempts atomic.Int32
-	d := drivertest.NewDriver(t, a, nil, driver.WithAdapterOptions(
-		kubeadapter.WithTimeout(200*time.Millisecond),
-		kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: func(pooltrace.Attempt) { attempts.Add(1) }}),
-	))
-	_, err := d.Get(context.Background(), "team-a", "sb-0") // warm the pool
-	require.NoError(t, err)
-	a.Mu.Lock()
-	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
-		if r.Method == http.MethodPatch {
-			<-r.Context().Done()
-			return true
-		}
-		return false
+// TestErrorKinds: each answer of the API server, or its absence, has its
+// kind, and the error keeps it whole.
+func TestErrorKinds(t *testing.T) {
+	gr := schema.GroupResource{Group: "agents.x-k8s.io", Resource: "sandboxes"}
+	tests := []struct {
+		name string
+		give error
+		want driver.Kind
+	}{
+		{"transport", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, driver.KindUnavailable},
+		{"deadline", fmt.Errorf("attempt: %w", context.DeadlineExceeded), driver.KindUnavailable},
+		{"cancelled", context.Canceled, driver.KindUnavailable},
+		{"not found", apierrors.NewNotFound(gr, "sb-0"), driver.KindNotFound},
+		{"already exists", apierrors.NewAlreadyExists(gr, "sb-0"), driver.KindAlreadyExists},
+		{"conflict", apierrors.NewConflict(gr, "sb-0", errors.New("modified")), driver.KindConflict},
+		{"forbidden", apierrors.NewForbidden(gr, "sb-0", errors.New("quota")), driver.KindForbidden},
+		{"invalid", apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "Sandbox"}, "sb-0", nil), driver.KindInvalidArgument},
+		{"bad request", apierrors.NewBadRequest("bad"), driver.KindInvalidArgument},
+		{"timeout", apierrors.NewTimeoutError("slow", 1), driver.KindUnavailable},
+		{"server timeout", apierrors.NewServerTimeout(gr, "get", 1), driver.KindUnavailable},
+		{"unavailable", apierrors.NewServiceUnavailable("down"), driver.KindUnavailable},
+		{"too many requests", apierrors.NewTooManyRequests("busy", 1), driver.KindUnavailable},
+		{"internal", apierrors.NewInternalError(errors.New("boom")), driver.KindInternal},
+		{"unauthorized", apierrors.NewUnauthorized("who"), driver.KindInternal},
 	}
-	a.Mu.Unlock()
-	_, err = d.Stop(context.Background(), "team-a", "sb-0")
-	require.Error(t, err)
-	assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
-	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
-	msg := err.Error()
-	assert.True(t, strings.HasPrefix(msg, "driver: stop sandbox team-a/sb-0: unavailable: "), msg)
-	assert.Contains(t, msg, "on connection reused after")
-	assert.Contains(t, msg, "request timeout of 200ms exceeded")
-	assert.Contains(t, msg, "retry: PATCH failed after 3 attempts", "stop is marked idempotent, so its patch was retried")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := drivertest.StaleFixture(t, "v1beta1", true)
+			f.Sandboxes.PrependReactor("get", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tt.give
+			})
+			_, err := f.Driver(t, nil).Get(context.Background(), "team-a", "sb-0")
+			require.Error(t, err)
+			assert.Equal(t, tt.want, driver.KindOf(err))
+			assert.ErrorIs(t, err, tt.give)
+			var de *driver.Error
+			require.ErrorAs(t, err, &de)
+			assert.Equal(t, driver.Error{Op: "get", Namespace: "team-a", Name: "sb-0", Kind: tt.want, Err: tt.give}, *de)
+		})
+	}
 }
 
-// TestDeleteGoneIsSuccess: the first DELETE runs but its answer is lost;
-// the retried DELETE finds the sandbox gone, which is success.
-func TestDeleteGoneIsSuccess(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", true)
-	d := drivertest.NewDriver(t, a, nil)
-	var deletes atomic.Int32
-	a.Mu.Lock()
-	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
-		if r.Method != http.MethodDelete {
-			return false
+// TestDelete: the delete carries the uid read as a precondition, so that
+// a sandbox re-created under the same name is not deleted by mistake.
+func TestDelete(t *testing.T) {
+	f := drivertest.StaleFixture(t, "v1beta1", true)
+	require.NoError(t, f.Driver(t, nil).Delete(context.Background(), "team-a", "sb-0"))
+	var deletes []metav1.DeleteOptions
+	for _, a := range f.Sandboxes.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok {
+			deletes = append(deletes, d.GetDeleteOptions())
 		}
-		assert.Contains(t, r.Header.Get("Content-Type")+drivertest.ReadBody(r), "uid-sb-0", "the delete carries a uid precondition")
-		if deletes.Add(1) == 1 {
-			a.Mu.Lock()
-			delete(a.Sandboxes, "team-a/sb-0")
-			a.Mu.Unlock()
-			c, _, err := http.NewResponseController(w).Hijack()
-			if err == nil {
-				_ = c.Close() // executed, answer lost
+	}
+	require.Len(t, deletes, 1)
+	require.NotNil(t, deletes[0].Preconditions)
+	assert.Equal(t, ptr(types.UID("uid-sb-0")), deletes[0].Preconditions.UID)
+	_, err := f.Sandboxes.Tracker().Get(sandboxes(f), "team-a", "sb-0")
+	assert.True(t, apierrors.IsNotFound(err), "%v", err)
+}
+
+// TestDeleteAnswers: a delete answered 404 found the sandbox gone (a
+// retried request whose first copy succeeded): success. One answered 409
+// failed its uid precondition: the sandbox was re-created, and the delete
+// is refused.
+func TestDeleteAnswers(t *testing.T) {
+	gr := schema.GroupResource{Group: "agents.x-k8s.io", Resource: "sandboxes"}
+	tests := []struct {
+		name     string
+		give     error
+		wantKind driver.Kind
+	}{
+		{"gone", apierrors.NewNotFound(gr, "sb-0"), 0},
+		{"re-created", apierrors.NewConflict(gr, "sb-0", errors.New("Precondition failed: UID in precondition: uid-sb-0, UID in object meta: uid-new")), driver.KindPrecondition},
+		{"forbidden", apierrors.NewForbidden(gr, "sb-0", errors.New("no")), driver.KindForbidden},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := drivertest.StaleFixture(t, "v1beta1", true)
+			f.Sandboxes.PrependReactor("delete", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tt.give
+			})
+			err := f.Driver(t, nil).Delete(context.Background(), "team-a", "sb-0")
+			if tt.wantKind == 0 {
+				assert.NoError(t, err)
+				return
 			}
-			return true
-		}
-		drivertest.Status(w, 404, "NotFound", "sandboxes not found")
-		return true
+			require.Error(t, err)
+			assert.Equal(t, tt.wantKind, driver.KindOf(err))
+			assert.ErrorIs(t, err, tt.give)
+			assert.ErrorContains(t, err, "driver: delete sandbox team-a/sb-0: ")
+		})
 	}
-	a.Mu.Unlock()
-	require.NoError(t, d.Delete(context.Background(), "team-a", "sb-0"))
-	assert.EqualValues(t, 2, deletes.Load(), "the marked delete was retried")
 }
+
+// TestEventsThroughKube: a driver of NewForClients records its Events
+// through the kube clientset it was given.
+func TestEventsThroughKube(t *testing.T) {
+	f := drivertest.StaleFixture(t, "v1beta1", true)
+	d := f.Driver(t, nil)
+	require.True(t, core.Of(d).Warn(core.Sandbox{Namespace: "team-a", Name: "sb-0", UID: "uid-sb-0"}, "StaleFence", "Suspend", "admitted under generation 1"))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		l, err := f.Kube.EventsV1().Events("team-a").List(context.Background(), metav1.ListOptions{})
+		require.NoError(c, err)
+		require.Len(c, l.Items, 1)
+		assert.Equal(c, "admitted under generation 1", l.Items[0].Note)
+		assert.Equal(c, corev1.ObjectReference{Kind: "Sandbox", APIVersion: "agents.x-k8s.io/v1beta1", Namespace: "team-a", Name: "sb-0", UID: "uid-sb-0"}, l.Items[0].Regarding)
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []string{"admitted under generation 1"}, f.Events(context.Background(), t))
+	d.Close()
+	assert.False(t, core.Of(d).Warn(core.Sandbox{Namespace: "team-a", Name: "sb-0"}, "StaleFence", "Suspend", "late"), "dropped after Close")
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -2,6 +2,13 @@ package driver_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -10,22 +17,44 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/core"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/pooltrace"
 )
+
+// observed reports whether the controller wrote conditions for the
+// sandbox's current generation, and the generation.
+func observed(ctx context.Context, d *driver.Driver, ns, name string) (bool, int64, error) {
+	s, err := core.Of(d).Get(ctx, ns, name)
+	if err != nil {
+		return false, 0, err
+	}
+	for _, c := range s.Conditions {
+		if c.ObservedGeneration != s.Generation {
+			return false, s.Generation, nil
+		}
+	}
+	return len(s.Conditions) > 0, s.Generation, nil
+}
 
 // lifecycle: create reaches Ready; Stop returns Stopping or Stopped and
 // then reaches Stopped; start reaches Ready again; delete removes it.
 func lifecycle(t *testing.T, r *drivertest.Rig, version string) {
 	ctx := context.Background()
 	d := r.Driver(t, nil)
-	s, err := d.Create(ctx, r.NS, "life", driver.CreateSpec{PodTemplate: drivertest.AgentPod})
+	s, err := d.Create(ctx, r.NS, "life", drivertest.AgentPod)
 	require.NoError(t, err)
-	assert.Equal(t, version, s.Version)
+	v, err := core.Of(d).Version(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, version, v)
 	assert.Equal(t, driver.PhaseStarting, s.Phase)
 	drivertest.WaitPhase(t, d, r.NS, "life", driver.PhaseReady)
 
@@ -42,10 +71,12 @@ func lifecycle(t *testing.T, r *drivertest.Rig, version string) {
 	// Once the controller has observed the stop, the phase comes from
 	// what it wrote, not from the intent alone.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		s, err = d.Get(ctx, r.NS, "life")
+		ok, gen, err := observed(ctx, d, r.NS, "life")
 		require.NoError(c, err)
-		assert.True(c, drivertest.Observed(s), "conditions of generation %d", s.Generation)
+		assert.True(c, ok, "conditions of generation %d", gen)
 	}, drivertest.Settle, 20*time.Millisecond)
+	s, err = d.Get(ctx, r.NS, "life")
+	require.NoError(t, err)
 	assert.Equal(t, driver.PhaseStopping, s.Phase, "the pod is still terminating")
 	if version == "v1beta1" {
 		assert.Equal(t, sandboxv1beta1.SandboxReasonSuspendedPodTerminating, s.Reason)
@@ -82,7 +113,7 @@ func TestPodNotOwnedStopFails(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	d := r.Driver(t, nil)
-	_, err = d.Create(ctx, r.NS, "squatted", driver.CreateSpec{PodTemplate: drivertest.AgentPod})
+	_, err = d.Create(ctx, r.NS, "squatted", drivertest.AgentPod)
 	require.NoError(t, err)
 	_, err = d.Stop(ctx, r.NS, "squatted")
 	require.NoError(t, err, "the controller has not yet seen the stop")
@@ -118,9 +149,147 @@ func TestOnePool(t *testing.T) {
 	ctx := context.Background()
 	// A create reads the fence through the core clientset and writes
 	// through the Sandbox one.
-	_, err = d.Create(ctx, r.NS, "pooled", driver.CreateSpec{PodTemplate: drivertest.AgentPod})
+	_, err = d.Create(ctx, r.NS, "pooled", drivertest.AgentPod)
 	require.NoError(t, err)
 	_, err = d.Get(ctx, r.NS, "pooled")
 	require.NoError(t, err)
 	assert.Equal(t, 1, proxy.Accepted(), "one connection for both clientsets")
+}
+
+// onRequest is a middleware that calls f with each request of method to
+// a sandbox before the request goes on, and returns what f returns
+// instead of sending it, if not nil.
+func onRequest(method string, f func(req *http.Request, rt http.RoundTripper) (*http.Response, error)) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == method && strings.Contains(req.URL.Path, "/sandboxes/") {
+				return f(req, rt)
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+}
+
+// TestErrorKeepsChain: the API server stops answering a stop's PATCH (the
+// proxy holds its bytes). The error keeps context.DeadlineExceeded, the
+// timeout of the stack the caller applied, with its options, and the
+// connection facts; the PATCH was retried, since Stop marks it
+// idempotent.
+func TestErrorKeepsChain(t *testing.T) {
+	r := drivertest.NewRig(t, drivertest.Config(t))
+	ctx := context.Background()
+	// Created through a driver of the default timeout: the API server can
+	// take seconds over its first writes on a busy machine.
+	_, err := r.Driver(t, nil).Create(ctx, r.NS, "held", drivertest.AgentPod)
+	require.NoError(t, err)
+
+	cfg, proxy := kubetest.Proxied(t, r.Cfg)
+	// Below the stack, so that each attempt meets the fault.
+	cfg.Wrap(onRequest(http.MethodPatch, func(req *http.Request, rt http.RoundTripper) (*http.Response, error) {
+		proxy.SetFault(faultproxy.Hold)
+		return rt.RoundTrip(req)
+	}))
+	var patches atomic.Int32
+	require.NoError(t, kubeadapter.Apply(cfg,
+		kubeadapter.WithTimeout(time.Second),
+		kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: func(a pooltrace.Attempt) {
+			if a.Method == http.MethodPatch {
+				patches.Add(1)
+			}
+		}}),
+	))
+	d, err := driver.New(cfg, "gw", []string{r.NS})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	// Release what is held before the proxy closes.
+	t.Cleanup(func() { proxy.SetFault(faultproxy.None) })
+	// The stop's reads open the connection its PATCH reuses.
+	_, err = d.Stop(ctx, r.NS, "held")
+	require.Error(t, err)
+	assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, "driver: stop sandbox "+r.NS+"/held: unavailable: "), msg)
+	assert.Contains(t, msg, "on connection reused after")
+	assert.Contains(t, msg, "request timeout of 1s exceeded")
+	assert.Contains(t, msg, "retry: PATCH failed after 3 attempts", "stop is marked idempotent, so its patch was retried")
+	assert.EqualValues(t, 3, patches.Load(), "the caller's observer saw each attempt")
+}
+
+// TestDeleteGoneIsSuccess: the first DELETE runs but its answer is lost;
+// the retried DELETE finds the sandbox gone, which is success.
+func TestDeleteGoneIsSuccess(t *testing.T) {
+	r := drivertest.NewRig(t, drivertest.Config(t))
+	cfg := rest.CopyConfig(r.Cfg)
+	var mu sync.Mutex
+	var answers []int
+	cfg.Wrap(onRequest(http.MethodDelete, func(req *http.Request, rt http.RoundTripper) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		answers = append(answers, resp.StatusCode)
+		if len(answers) > 1 {
+			return resp, nil
+		}
+		// Executed; the answer is lost with the connection.
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}))
+	d, err := driver.New(cfg, "gw", []string{r.NS})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	ctx := context.Background()
+	_, err = d.Create(ctx, r.NS, "gone", drivertest.AgentPod)
+	require.NoError(t, err)
+	require.NoError(t, d.Delete(ctx, r.NS, "gone"))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []int{http.StatusOK, http.StatusNotFound}, answers, "the delete, idempotent by its method, was retried and found the sandbox gone")
+}
+
+// TestDeleteSparesRecreated: a sandbox deleted and created again under
+// the same name between the driver's read and its DELETE is not deleted:
+// the API server refuses the DELETE's uid precondition.
+func TestDeleteSparesRecreated(t *testing.T) {
+	r := drivertest.NewRig(t, drivertest.Config(t))
+	cs, err := versioned.NewForConfig(r.Cfg)
+	require.NoError(t, err)
+	cfg := rest.CopyConfig(r.Cfg)
+	var recreated atomic.Value
+	cfg.Wrap(onRequest(http.MethodDelete, func(req *http.Request, rt http.RoundTripper) (*http.Response, error) {
+		ctx := req.Context()
+		client := cs.AgentsV1beta1().Sandboxes(r.NS)
+		old, err := client.Get(ctx, "again", metav1.GetOptions{})
+		if err == nil {
+			err = client.Delete(ctx, "again", metav1.DeleteOptions{})
+		}
+		if err == nil {
+			again := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "again", Labels: old.Labels}, Spec: old.Spec}
+			again, err = client.Create(ctx, again, metav1.CreateOptions{})
+			if err == nil {
+				recreated.Store(again.UID)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return rt.RoundTrip(req)
+	}))
+	d, err := driver.New(cfg, "gw", []string{r.NS})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	ctx := context.Background()
+	_, err = d.Create(ctx, r.NS, "again", drivertest.AgentPod)
+	require.NoError(t, err)
+	err = d.Delete(ctx, r.NS, "again")
+	require.Error(t, err)
+	assert.Equal(t, driver.KindPrecondition, driver.KindOf(err))
+	assert.True(t, apierrors.IsConflict(err), "%v", err)
+	s, err := cs.AgentsV1beta1().Sandboxes(r.NS).Get(ctx, "again", metav1.GetOptions{})
+	require.NoError(t, err, "the new sandbox stays")
+	assert.Equal(t, recreated.Load(), s.UID)
 }

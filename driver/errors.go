@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/kubewire/kubewire/driver/internal/core"
 )
 
 // Kind classifies a driver error.
@@ -106,6 +108,12 @@ func wrap(op, ns, name string, err error) *Error {
 }
 
 func kindFor(err error) Kind {
+	switch {
+	case errors.Is(err, core.ErrNotOwned):
+		return KindPrecondition
+	case errors.Is(err, core.ErrNotInstalled):
+		return KindNotFound
+	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		// No answer from the API server: a transport error, a timeout or a

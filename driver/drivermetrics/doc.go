@@ -6,7 +6,7 @@
 //
 //	m := drivermetrics.New()
 //	reg.MustRegister(m)
-//	rec, err := reconciler.New(d, reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
+//	rec, err := reconciler.New(d, reconciler.WithObserver(m), reconciler.WithQueueMetrics(m.Queue()))
 //
 // # Metrics
 //
@@ -18,6 +18,7 @@
 //	kubewire_reconciler_pass_duration_seconds                    histogram  duration of a pass
 //	kubewire_reconciler_actions_total{action}                    counter    actions carried out: suspend, rollback, clear_bootstrap
 //	kubewire_reconciler_warnings_total                           counter    actions that warned (a warning log line and an Event)
+//	kubewire_reconciler_events_dropped_total                     counter    warnings whose Event was dropped over the driver's event limit
 //	kubewire_reconciler_errors_total                             counter    failed reads and writes
 //	kubewire_reconciler_fence_to_suspend_seconds                 histogram  fence change observed to suspension written
 //	kubewire_reconciler_queue_depth                              gauge      sandboxes waiting in Run's work queue

@@ -32,7 +32,7 @@ func Example() {
 	m := drivermetrics.New()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
-	rec, err := reconciler.New(d, reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
+	rec, err := reconciler.New(d, reconciler.WithObserver(m), reconciler.WithQueueMetrics(m.Queue()))
 	if err != nil {
 		log.Fatal(err)
 	}

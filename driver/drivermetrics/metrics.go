@@ -20,8 +20,8 @@ var buckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60
 
 // Metrics is a prometheus.Collector of the metrics of the reconcilers it
 // is wired to: it is their [reconciler.Observer] ([reconciler.WithObserver])
-// and their work queue's workqueue.MetricsProvider
-// ([reconciler.WithQueueMetrics]). Make it with [New]; the zero value is
+// and, through [Metrics.Queue], their work queue's
+// workqueue.MetricsProvider ([reconciler.WithQueueMetrics]). Make it with [New]; the zero value is
 // not usable. It is safe for concurrent use. Wired to several
 // reconcilers, it counts their sum; of their longest-running processors,
 // it shows the longest.
@@ -45,7 +45,7 @@ type Metrics struct {
 
 var (
 	_ reconciler.Observer       = (*Metrics)(nil)
-	_ workqueue.MetricsProvider = (*Metrics)(nil)
+	_ workqueue.MetricsProvider = queue{}
 )
 
 // New returns the collectors, every count at zero. Register it on a
@@ -150,7 +150,8 @@ func (m *Metrics) ObserveAction(ev reconciler.ActionEvent) {
 	if c, ok := m.byAction[ev.Type]; ok {
 		c.Inc()
 	}
-	if ev.Warn {
+	if ev.Type == reconciler.ActionSuspend || ev.Type == reconciler.ActionRollback {
+		// Each is a transition that warns: a log line and an Event.
 		m.warnings.Inc()
 	}
 	if ev.EventDropped {
@@ -161,37 +162,34 @@ func (m *Metrics) ObserveAction(ev reconciler.ActionEvent) {
 	}
 }
 
-// The workqueue.MetricsProvider methods hand every queue the same
+// Queue returns the work queue's metrics provider, for
+// [reconciler.WithQueueMetrics].
+func (m *Metrics) Queue() workqueue.MetricsProvider { return queue{m} }
+
+// queue is m's workqueue.MetricsProvider. It hands every queue the same
 // collectors, whatever its name: a reconciler's queue is made again for
 // each leadership term, and one Metrics counts the sum of its reconcilers.
 // The two gauges a queue sets rather than adds to get a share each.
+type queue struct{ m *Metrics }
 
-// NewDepthMetric implements workqueue.MetricsProvider.
-func (m *Metrics) NewDepthMetric(string) workqueue.GaugeMetric { return m.queueDepth }
+func (q queue) NewDepthMetric(string) workqueue.GaugeMetric { return q.m.queueDepth }
 
-// NewAddsMetric implements workqueue.MetricsProvider.
-func (m *Metrics) NewAddsMetric(string) workqueue.CounterMetric { return m.queueAdds }
+func (q queue) NewAddsMetric(string) workqueue.CounterMetric { return q.m.queueAdds }
 
-// NewLatencyMetric implements workqueue.MetricsProvider.
-func (m *Metrics) NewLatencyMetric(string) workqueue.HistogramMetric { return m.queueLatency }
+func (q queue) NewLatencyMetric(string) workqueue.HistogramMetric { return q.m.queueLatency }
 
-// NewWorkDurationMetric implements workqueue.MetricsProvider.
-func (m *Metrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { return m.workDuration }
+func (q queue) NewWorkDurationMetric(string) workqueue.HistogramMetric { return q.m.workDuration }
 
-// NewRetriesMetric implements workqueue.MetricsProvider.
-func (m *Metrics) NewRetriesMetric(string) workqueue.CounterMetric { return m.queueRetries }
+func (q queue) NewRetriesMetric(string) workqueue.CounterMetric { return q.m.queueRetries }
 
-// NewUnfinishedWorkSecondsMetric implements workqueue.MetricsProvider.
 // Each queue sets its own figure; the gauge shows their sum.
-func (m *Metrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return &share{of: m.unfinished}
+func (q queue) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return &share{of: q.m.unfinished}
 }
 
-// NewLongestRunningProcessorSecondsMetric implements
-// workqueue.MetricsProvider. Each queue sets its own figure; the gauge
-// shows the largest.
-func (m *Metrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return &share{of: m.longest}
+// Each queue sets its own figure; the gauge shows the largest.
+func (q queue) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return &share{of: q.m.longest}
 }
 
 // shared is a gauge that several queues set, each its own share: a queue

@@ -4,7 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/constant"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,19 +57,20 @@ func TestScriptedRun(t *testing.T) {
 
 	// A pass that suspended two sandboxes and could not read one
 	// namespace; then a converged pass.
-	m.ObservePass(reconciler.PassStats{Seen: 5, Actions: 2, Warnings: 2, Errors: 1, Duration: 250 * time.Millisecond})
-	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true})
-	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true})
+	m.ObservePass(reconciler.PassStats{Seen: 5, Actions: 2, Errors: 1, Duration: 250 * time.Millisecond})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend})
 	m.ObserveAction(reconciler.ActionEvent{Err: errors.New("fence of team-a: watch: connection refused")})
 	m.ObservePass(reconciler.PassStats{Seen: 5, Duration: 2 * time.Millisecond})
 	// Run's workers: a rollback, a bootstrap cleared, a suspension that
 	// answered a fence change 30 ms after it, and one whose first write
-	// failed and whose retry succeeded.
-	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionRollback, Warn: true})
+	// failed and whose retry succeeded. Every suspension and rollback
+	// warns; a cleared bootstrap and a failure do not.
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionRollback})
 	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionClearBootstrap})
-	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true, SinceFence: 30 * time.Millisecond})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, SinceFence: 30 * time.Millisecond})
 	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Err: errors.New("PATCH: connection reset by peer")})
-	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, Warn: true, SinceFence: 4 * time.Second, EventDropped: true})
+	m.ObserveAction(reconciler.ActionEvent{Type: reconciler.ActionSuspend, SinceFence: 4 * time.Second, EventDropped: true})
 
 	const counts = `
 # HELP kubewire_reconciler_actions_total Actions the reconciler carried out on sandboxes, by action: suspend (fence changed or missing), rollback (bootstrap failed past its grace period), clear_bootstrap.
@@ -126,16 +133,75 @@ kubewire_reconciler_warnings_total 5
 }
 
 // TestEveryActionHasALabel: an action type added to reconciler without a
-// label here would go uncounted.
+// label here would go uncounted. ActionType has no exported way to list
+// its values, so they are read from package reconciler's source.
 func TestEveryActionHasALabel(t *testing.T) {
 	m := New()
+	actions := actionTypes(t)
+	require.Equal(t, map[string]reconciler.ActionType{
+		"ActionNone": reconciler.ActionNone, "ActionSuspend": reconciler.ActionSuspend,
+		"ActionRollback": reconciler.ActionRollback, "ActionClearBootstrap": reconciler.ActionClearBootstrap,
+	}, pick(actions, "ActionNone", "ActionSuspend", "ActionRollback", "ActionClearBootstrap"), "the source read is the package compiled")
 	n := 0
-	for at := reconciler.ActionType(1); at.String() != reconciler.ActionNone.String(); at++ {
-		assert.NotEmpty(t, actionLabel(at), "%s", at)
-		assert.Contains(t, m.byAction, at, "%s", at)
+	for name, at := range actions {
+		if at == reconciler.ActionNone {
+			continue
+		}
+		assert.NotEmpty(t, actionLabel(at), name)
+		assert.Contains(t, m.byAction, at, name)
 		n++
 	}
 	assert.Len(t, m.byAction, n)
+}
+
+// actionTypes returns the constants of type ActionType that package
+// reconciler declares, by name, type-checked from its source. Its imports
+// do not matter to them: they are not loaded.
+func actionTypes(t *testing.T) map[string]reconciler.ActionType {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("..", "reconciler", "*.go"))
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		require.NoError(t, err)
+		files = append(files, f)
+	}
+	noImports := importerFunc(func(path string) (*types.Package, error) { return nil, fmt.Errorf("%s: not loaded", path) })
+	conf := types.Config{Importer: noImports, Error: func(error) {}}
+	pkg, _ := conf.Check("github.com/kubewire/kubewire/driver/reconciler", fset, files, nil)
+	typ := pkg.Scope().Lookup("ActionType")
+	require.NotNil(t, typ, "package reconciler declares ActionType")
+	out := map[string]reconciler.ActionType{}
+	for _, name := range pkg.Scope().Names() {
+		c, ok := pkg.Scope().Lookup(name).(*types.Const)
+		if !ok || !types.Identical(c.Type(), typ.Type()) {
+			continue
+		}
+		v, exact := constant.Int64Val(c.Val())
+		require.True(t, exact, name)
+		out[name] = reconciler.ActionType(v)
+	}
+	return out
+}
+
+type importerFunc func(path string) (*types.Package, error)
+
+func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
+
+// pick returns the entries of m named.
+func pick[V any](m map[string]V, names ...string) map[string]V {
+	out := map[string]V{}
+	for _, name := range names {
+		if v, ok := m[name]; ok {
+			out[name] = v
+		}
+	}
+	return out
 }
 
 // TestWired: the reconciler's passes reach the observer.
@@ -144,7 +210,7 @@ func TestWired(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	m := New()
-	rec, err := reconciler.New(d, reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
+	rec, err := reconciler.New(d, reconciler.WithObserver(m), reconciler.WithQueueMetrics(m.Queue()))
 	require.NoError(t, err)
 	_, err = rec.Pass(context.Background())
 	require.Error(t, err, "nothing listens on 127.0.0.1:1")
@@ -161,7 +227,7 @@ func TestQueueTerms(t *testing.T) {
 	m := New()
 	for term := 1; term <= 2; term++ {
 		q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: reconciler.QueueName, MetricsProvider: m})
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName, MetricsProvider: m.Queue()})
 		for i := 0; i < 10; i++ {
 			q.Add(fmt.Sprint("sb-", i))
 		}
@@ -196,7 +262,7 @@ func TestQueueUnfinishedWork(t *testing.T) {
 	var queues []workqueue.TypedRateLimitingInterface[string]
 	for i := 0; i < 2; i++ {
 		q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: reconciler.QueueName, MetricsProvider: m})
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName, MetricsProvider: m.Queue()})
 		defer q.ShutDown()
 		q.Add("sb")
 		_, _ = q.Get()
@@ -228,5 +294,8 @@ func gauge(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	}
 	return math.NaN()
 }
+
+// queueName is the name Run gives its work queue.
+const queueName = "kubewire-reconciler"
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/core"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
 )
 
@@ -24,7 +25,7 @@ import (
 // namespace, admitted under the namespace's fence, straight through the
 // clientset; no controller runs, so their status stays empty, which the
 // reconciler leaves alone.
-func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.Clientset, fence driver.Fence) {
+func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.Clientset, fence core.Fence) {
 	b.Helper()
 	cfg = drivertest.Config(b)
 	cfg.QPS, cfg.Burst = -1, 0
@@ -40,17 +41,17 @@ func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.C
 	}
 	defer d.Close()
 	// The fence, created the way the driver creates it.
-	if _, err := d.Create(context.Background(), ns, "probe", driver.CreateSpec{PodTemplate: drivertest.AgentPod}); err != nil {
+	if _, err := d.Create(context.Background(), ns, "probe", drivertest.AgentPod); err != nil {
 		b.Fatal(err)
 	}
 	if err := d.Delete(context.Background(), ns, "probe"); err != nil {
 		b.Fatal(err)
 	}
-	np, err := kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), driver.DefaultFenceName, metav1.GetOptions{})
+	np, err := kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), drivertest.FenceName, metav1.GetOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	fence = driver.Fence{UID: np.UID, Generation: np.Generation}
+	fence = core.Fence{UID: np.UID, Generation: np.Generation}
 	cs, err = versioned.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -67,10 +68,10 @@ func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.C
 				}
 				s := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{
 					Name: fmt.Sprintf("sb-%05d", i), Namespace: ns,
-					Labels: map[string]string{driver.LabelManagedBy: driver.DefaultDriverName, driver.LabelGateway: "gw"},
+					Labels: map[string]string{driver.LabelManagedBy: drivertest.DriverName, driver.LabelGateway: "gw"},
 					Annotations: map[string]string{
-						driver.AnnotationFenceUID:        string(fence.UID),
-						driver.AnnotationFenceGeneration: strconv.FormatInt(fence.Generation, 10),
+						drivertest.AnnFenceUID: string(fence.UID),
+						drivertest.AnnFenceGen: strconv.FormatInt(fence.Generation, 10),
 					},
 				}}
 				s.Spec.PodTemplate = drivertest.AgentPod
@@ -111,7 +112,7 @@ func BenchmarkRunIdle(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer d.Close()
-			idle := runIdle(b, d, count.requests.Load, nil)
+			idle := runIdle(b, d, count.requests.Load, nil, nil)
 			b.ReportMetric(idle.perMinute, "requests/idle-min")
 			b.ReportMetric(float64(idle.held)/float64(n), "heap-B/sandbox")
 		})

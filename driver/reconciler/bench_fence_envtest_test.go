@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/informers/externalversions"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/core"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/driver/reconciler"
 )
@@ -235,7 +236,7 @@ type fenceRig struct {
 	n       int
 	cs      versioned.Interface
 	kube    kubernetes.Interface
-	fence   driver.Fence
+	fence   core.Fence
 	running bool
 }
 
@@ -291,7 +292,7 @@ func (rg *fenceRig) rawSuspend(b *testing.B, then func(*sandboxv1beta1.Sandbox))
 	refs := rg.list(b)
 	cpu0 := serverCPU()
 	start := time.Now()
-	err := rg.patchAll(refs, reconciler.DefaultWorkers, suspendBody, then)
+	err := rg.patchAll(refs, defaultWorkers, suspendBody, then)
 	took := time.Since(start)
 	cpu := serverCPU() - cpu0
 	require.NoError(b, err)
@@ -328,7 +329,7 @@ func (rg *fenceRig) reconcilerSuspend(b *testing.B) fenceRun {
 	defer d.Close()
 	var q queueWatch
 	var dropped atomic.Int64
-	rec := newReconciler(b, d, reconciler.WithQueueMetrics(&q), reconciler.WithObserver(reconciler.ObserverFuncs{Action: func(e reconciler.ActionEvent) {
+	rec := newReconciler(b, d, reconciler.WithQueueMetrics(&q), reconciler.WithObserver(&observer{action: func(e reconciler.ActionEvent) {
 		if e.EventDropped {
 			dropped.Add(1)
 		}
@@ -374,7 +375,7 @@ func (rg *fenceRig) reconcilerSuspend(b *testing.B) fenceRun {
 // nextFence returns the fence policy with its spec changed, off the clock.
 func (rg *fenceRig) nextFence(b *testing.B) *networkingv1.NetworkPolicy {
 	b.Helper()
-	np, err := rg.kube.NetworkingV1().NetworkPolicies(rg.ns).Get(context.Background(), driver.DefaultFenceName, metav1.GetOptions{})
+	np, err := rg.kube.NetworkingV1().NetworkPolicies(rg.ns).Get(context.Background(), drivertest.FenceName, metav1.GetOptions{})
 	require.NoError(b, err)
 	// At most two policy types: toggle Ingress beside the fence's Egress.
 	if len(np.Spec.PolicyTypes) == 1 {
@@ -391,7 +392,7 @@ func (rg *fenceRig) updateFence(b *testing.B, np *networkingv1.NetworkPolicy) {
 	out, err := rg.kube.NetworkingV1().NetworkPolicies(rg.ns).Update(context.Background(), np, metav1.UpdateOptions{})
 	require.NoError(b, err)
 	require.NotEqual(b, rg.fence.Generation, out.Generation)
-	rg.fence = driver.Fence{UID: out.UID, Generation: out.Generation}
+	rg.fence = core.Fence{UID: out.UID, Generation: out.Generation}
 }
 
 type sandboxRef struct{ name, rv string }
@@ -418,6 +419,10 @@ func (rg *fenceRig) list(b *testing.B) []sandboxRef {
 // admitWorkers admit faster than the reconciler's workers suspend: the
 // admission is off the clock.
 const admitWorkers = 32
+
+// defaultWorkers is the reconciler's default number of workers
+// (reconciler.WithWorkers).
+const defaultWorkers = 8
 
 // patchAll sends body(rv) to every sandbox of refs as a JSON merge patch,
 // from workers goroutines, calling then, if not nil, with each answer, and
@@ -449,35 +454,21 @@ func (rg *fenceRig) patchAll(refs []sandboxRef, workers int, body func(rv string
 	return failed.Load()
 }
 
-// mergePatch mirrors the driver's patch of a v1beta1 Sandbox
-// (driver/convert.go): the field order and omissions are its own, so that
-// the bytes are the same; reconcilerSuspend checks them.
-type mergePatch struct {
-	Metadata struct {
-		ResourceVersion string             `json:"resourceVersion"`
-		Annotations     map[string]*string `json:"annotations,omitempty"`
-	} `json:"metadata"`
-	Spec struct {
-		OperatingMode sandboxv1beta1.SandboxOperatingMode `json:"operatingMode,omitempty"`
-	} `json:"spec"`
-}
-
-// suspendBody is the driver's suspendPatch, guarded by rv.
+// suspendBody is the driver's suspension of a v1beta1 Sandbox, guarded by
+// rv: the bytes the reconciler sends, which reconcilerSuspend checks.
 func suspendBody(rv string) []byte {
-	var p mergePatch
+	p := core.SuspendPatch(sandboxv1beta1.GroupVersion.Version)
 	p.Metadata.ResourceVersion = rv
-	p.Metadata.Annotations = map[string]*string{driver.AnnotationBootstrap: nil}
-	p.Spec.OperatingMode = sandboxv1beta1.SandboxOperatingModeSuspended
 	return mustJSON(p)
 }
 
-// admitBody records fence and sets the sandbox running.
-func admitBody(rv string, fence driver.Fence) []byte {
-	var p mergePatch
-	uid, gen := string(fence.UID), strconv.FormatInt(fence.Generation, 10)
+// admitBody is the driver's Start of a v1beta1 Sandbox under fence,
+// guarded by rv, without the bootstrap mark: a bootstrap would be timed by
+// the reconciler.
+func admitBody(rv string, fence core.Fence) []byte {
+	p := core.AdmitPatch(sandboxv1beta1.GroupVersion.Version, fence, time.Time{})
+	delete(p.Metadata.Annotations, core.AnnotationBootstrap)
 	p.Metadata.ResourceVersion = rv
-	p.Metadata.Annotations = map[string]*string{driver.AnnotationFenceUID: &uid, driver.AnnotationFenceGeneration: &gen}
-	p.Spec.OperatingMode = sandboxv1beta1.SandboxOperatingModeRunning
 	return mustJSON(p)
 }
 

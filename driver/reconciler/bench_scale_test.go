@@ -34,8 +34,8 @@ func BenchmarkNamespaces(b *testing.B) {
 	const perNamespace = 10
 	for _, n := range []int{1, 100, 1000} {
 		cfg, namespaces := scaleRig(b, gateway(n), n, perNamespace)
-		for _, scope := range []reconciler.Scope{reconciler.ScopeNamespaced, reconciler.ScopeCluster} {
-			b.Run(fmt.Sprintf("namespaces=%d/scope=%s", n, scope), func(b *testing.B) {
+		for _, cluster := range []bool{false, true} {
+			b.Run(fmt.Sprintf("namespaces=%d/scope=%s", n, scopeName(cluster)), func(b *testing.B) {
 				var w watchCounter
 				c := rest.CopyConfig(cfg)
 				c.Wrap(w.wrap)
@@ -44,7 +44,7 @@ func BenchmarkNamespaces(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer d.Close()
-				idle := runIdle(b, d, w.requests.Load, w.open.Load, reconciler.WithScope(scope))
+				idle := runIdle(b, d, w.requests.Load, w.open.Load, &cluster)
 				b.ReportMetric(float64(idle.watches), "watches")
 				b.ReportMetric(float64(idle.held)/(1<<20), "heap-MB")
 				b.ReportMetric(idle.perMinute, "requests/idle-min")
@@ -62,11 +62,15 @@ type idle struct {
 	watches   int64         // open at the end, counted by open if not nil
 }
 
-// runIdle runs a reconciler of d, measures it and stops it: each of b.N
-// iterations idles 10 seconds.
-func runIdle(b *testing.B, d *driver.Driver, sent, open func() int64, opts ...reconciler.Option) idle {
+// runIdle runs a reconciler of d with its default options, watching the
+// whole cluster or each namespace if cluster is not nil, measures it and
+// stops it: each of b.N iterations idles 10 seconds.
+func runIdle(b *testing.B, d *driver.Driver, sent, open func() int64, cluster *bool) idle {
 	before := heap()
-	rec := newReconciler(b, d, opts...)
+	rec := newReconciler(b, d)
+	if cluster != nil {
+		reconciler.SetClusterScope(rec, *cluster)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- rec.Run(ctx) }()
@@ -148,7 +152,7 @@ func scaleRig(b testing.TB, gw string, n, perNamespace int) (*rest.Config, []str
 		}
 		namespaces[i] = ns.Name
 		np, err := kube.NetworkingV1().NetworkPolicies(ns.Name).Create(ctx, &networkingv1.NetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: driver.DefaultFenceName, Labels: map[string]string{driver.LabelManagedBy: driver.DefaultDriverName}},
+			ObjectMeta: metav1.ObjectMeta{Name: drivertest.FenceName, Labels: map[string]string{driver.LabelManagedBy: drivertest.DriverName}},
 			Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}},
 		}, metav1.CreateOptions{})
 		if err != nil {
@@ -157,10 +161,10 @@ func scaleRig(b testing.TB, gw string, n, perNamespace int) (*rest.Config, []str
 		for j := 0; j < perNamespace; j++ {
 			s := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{
 				Name:   fmt.Sprintf("sb-%d", j),
-				Labels: map[string]string{driver.LabelManagedBy: driver.DefaultDriverName, driver.LabelGateway: gw},
+				Labels: map[string]string{driver.LabelManagedBy: drivertest.DriverName, driver.LabelGateway: gw},
 				Annotations: map[string]string{
-					driver.AnnotationFenceUID:        string(np.UID),
-					driver.AnnotationFenceGeneration: strconv.FormatInt(np.Generation, 10),
+					drivertest.AnnFenceUID: string(np.UID),
+					drivertest.AnnFenceGen: strconv.FormatInt(np.Generation, 10),
 				},
 			}}
 			s.Spec.PodTemplate = drivertest.AgentPod

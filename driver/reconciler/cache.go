@@ -2,32 +2,38 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	"sigs.k8s.io/agent-sandbox/clients/k8s/informers/externalversions"
 
-	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/core"
 )
 
 // caches are the informers of one [Reconciler.Run]: the gateway's
 // Sandboxes (agent-sandbox's typed informer, label-selected) and the fence
-// NetworkPolicies (field-selected by name), either one pair per namespace
-// or one pair for the whole cluster, filtered to the served namespaces.
-// Both keep only what the reconciler reads. No informer resyncs; the
-// reconciler's own jittered resync is the safety net.
+// NetworkPolicies (client-go's typed informer, field-selected by name),
+// either one pair per namespace or one pair for the whole cluster,
+// filtered to the served namespaces. Both keep only what the reconciler
+// reads. No informer resyncs; the reconciler's own jittered resync is the
+// safety net.
+//
+// The caches keep no watch-health state of their own. A fence cache that
+// has synced is trusted as far as it can be: after a broken watch it still
+// shows the state before the break, which cannot suspend a sandbox wrongly.
+// A fence shown absent or with another uid is read again from the API
+// server before anything is suspended (Reconciler.decideFresh); a fence
+// shown at an older generation than the one a sandbox recorded decides
+// nothing. What changed during the break reaches the cache when the
+// informer lists or watches again, and its events queue the namespace.
 type caches struct {
-	core    core
+	core    *core.Core
 	cluster bool
 	// served are the driver's namespaces, sorted; serves answers for one.
 	served []string
@@ -36,29 +42,19 @@ type caches struct {
 	// the cluster.
 	sandboxes map[string]cache.SharedIndexInformer
 	fences    map[string]cache.SharedIndexInformer
-	factories []externalversions.SharedInformerFactory
+	factories []interface {
+		StartWithContext(context.Context)
+		Shutdown()
+	}
 	fenceName string
-	// running counts the fence informers' goroutines.
-	running sync.WaitGroup
-
-	mu sync.Mutex
-	// fenceErr holds, per scope, why the fences are unknown: the fence
-	// informer's list or watch failed, or its watch ended and it has not
-	// listed or watched again. While it is set nothing is decided from
-	// them, whatever the cache still holds.
-	fenceErr map[string]error
-	// calls numbers, per scope, the fence informer's lists and watches, so
-	// that a stopped watch's late word does not undo a newer call's.
-	calls map[string]uint64
-	// known is called for each namespace whose fence becomes known again.
-	known func(ns string)
 }
 
-func newCaches(cr core, version string, namespaces []string, cluster bool) *caches {
+func newCaches(cr *core.Core, version string, cluster bool) *caches {
+	namespaces := cr.Namespaces
 	c := &caches{
 		core: cr, cluster: cluster, served: namespaces, serves: map[string]bool{},
 		sandboxes: map[string]cache.SharedIndexInformer{}, fences: map[string]cache.SharedIndexInformer{},
-		fenceName: cr.FenceName(), fenceErr: map[string]error{}, calls: map[string]uint64{},
+		fenceName: cr.FenceName,
 	}
 	scopes := namespaces
 	if cluster {
@@ -67,10 +63,9 @@ func newCaches(cr core, version string, namespaces []string, cluster bool) *cach
 	for _, ns := range namespaces {
 		c.serves[ns] = true
 	}
-	sandboxCS, _ := cr.Clients()
 	selector := cr.Selector()
 	for _, scope := range scopes {
-		f := externalversions.NewSharedInformerFactoryWithOptions(sandboxCS, 0,
+		f := externalversions.NewSharedInformerFactoryWithOptions(cr.Sandboxes, 0,
 			externalversions.WithNamespace(scope),
 			externalversions.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 		c.factories = append(c.factories, f)
@@ -81,9 +76,15 @@ func newCaches(cr core, version string, namespaces []string, cluster bool) *cach
 			inf = f.Agents().V1beta1().Sandboxes().Informer()
 		}
 		// It fails only once the informer has started.
-		_ = inf.SetTransform(c.unserved(cr.Lean))
+		_ = inf.SetTransform(c.unserved(core.Lean))
 		c.sandboxes[scope] = inf
-		c.fences[scope] = c.fenceInformer(scope)
+		byName := fields.OneTermEqualSelector("metadata.name", c.fenceName).String()
+		kf := informers.NewSharedInformerFactoryWithOptions(cr.Kube, 0, informers.WithNamespace(scope),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = byName }))
+		c.factories = append(c.factories, kf)
+		fences := kf.Networking().V1().NetworkPolicies().Informer()
+		_ = fences.SetTransform(c.unserved(leanFence))
+		c.fences[scope] = fences
 	}
 	return c
 }
@@ -94,65 +95,6 @@ func (c *caches) scope(ns string) string {
 		return metav1.NamespaceAll
 	}
 	return ns
-}
-
-// fenceInformer watches the fence policies of scope. Its list and watch
-// record their outcome, so that a scope whose fence watch broke is unknown
-// until the informer has listed or watched again.
-func (c *caches) fenceInformer(scope string) cache.SharedIndexInformer {
-	_, kube := c.core.Clients()
-	policies := kube.NetworkingV1().NetworkPolicies(scope)
-	byName := fields.OneTermEqualSelector("metadata.name", c.fenceName).String()
-	// The fences are known once a list has its last page, or a watch that
-	// sends the initial state (client-go's watch-list) has sent all of
-	// it; a watch that resumes from a resourceVersion is known at once.
-	// The informer's indexer takes a re-listed state a moment later: until
-	// then a worker may read the state before the break, which cannot
-	// suspend a sandbox wrongly (an absent fence or another uid is read
-	// again from the API server; an older generation decides nothing),
-	// and the replace queues the namespace again.
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = byName
-			call := c.call(scope)
-			l, err := policies.List(ctx, o)
-			switch {
-			case err != nil:
-				c.setFenceErr(scope, call, err)
-			case l.Continue == "":
-				c.setFenceErr(scope, call, nil)
-			}
-			return l, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = byName
-			initial := o.SendInitialEvents != nil && *o.SendInitialEvents
-			call := c.call(scope)
-			w, err := policies.Watch(ctx, o)
-			if err != nil || !initial {
-				c.setFenceErr(scope, call, err)
-			}
-			if err != nil {
-				return nil, err
-			}
-			return observe(w, func(e watch.Event) {
-				if initial && initialEventsEnd(e) {
-					c.setFenceErr(scope, call, nil)
-				}
-			}, func() { c.setFenceErr(scope, call, errWatchEnded) }), nil
-		},
-	}
-	inf := cache.NewSharedIndexInformer(lw, &networkingv1.NetworkPolicy{}, 0, cache.Indexers{})
-	_ = inf.SetTransform(c.unserved(leanFence))
-	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		where := scope
-		if where == metav1.NamespaceAll {
-			where = "every namespace"
-		}
-		c.setFenceErr(scope, c.latest(scope), fmt.Errorf("fences %s of %s: watch: %w", c.fenceName, where, err))
-		cache.DefaultWatchErrorHandler(ctx, r, err)
-	})
-	return inf
 }
 
 // unserved returns a transform that keeps of an object in a namespace the
@@ -181,102 +123,11 @@ func leanFence(o any) (any, error) {
 	}}, nil
 }
 
-var errWatchEnded = errors.New("the fence watch ended; waiting for the informer to list or watch again")
-
-// call numbers a new list or watch of scope's fences.
-func (c *caches) call(scope string) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls[scope]++
-	return c.calls[scope]
-}
-
-// latest is the number of scope's last list or watch.
-func (c *caches) latest(scope string) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[scope]
-}
-
-// setFenceErr records what call learnt of scope's fences, unless a newer
-// list or watch has begun since.
-func (c *caches) setFenceErr(scope string, call uint64, err error) {
-	c.mu.Lock()
-	if c.calls[scope] != call {
-		c.mu.Unlock()
-		return
-	}
-	_, was := c.fenceErr[scope]
-	if err != nil {
-		c.fenceErr[scope] = err
-	} else {
-		delete(c.fenceErr, scope)
-	}
-	known := c.known
-	c.mu.Unlock()
-	if !was || err != nil || known == nil {
-		return
-	}
-	if !c.cluster {
-		known(scope)
-		return
-	}
-	for _, ns := range c.served {
-		known(ns)
-	}
-}
-
-// observed is a watch that calls delivered with each event the reflector
-// has taken, and ended once its result channel closes, for whatever
-// reason: a timeout, a broken connection, or Stop.
-type observed struct {
-	watch.Interface
-	ch   chan watch.Event
-	stop chan struct{}
-	once sync.Once
-}
-
-func observe(w watch.Interface, delivered func(watch.Event), ended func()) watch.Interface {
-	o := &observed{Interface: w, ch: make(chan watch.Event), stop: make(chan struct{})}
-	go func() {
-		defer close(o.ch)
-		defer ended()
-		for e := range w.ResultChan() {
-			select {
-			case o.ch <- e:
-				delivered(e)
-			case <-o.stop:
-				return
-			}
-		}
-	}()
-	return o
-}
-
-// initialEventsEnd reports whether e is the bookmark that ends a
-// watch-list's initial state.
-func initialEventsEnd(e watch.Event) bool {
-	if e.Type != watch.Bookmark {
-		return false
-	}
-	m, err := meta.Accessor(e.Object)
-	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
-}
-
-func (o *observed) ResultChan() <-chan watch.Event { return o.ch }
-
-func (o *observed) Stop() {
-	o.once.Do(func() { close(o.stop) })
-	o.Interface.Stop()
-}
-
 // start runs every informer until ctx is done and waits for their caches
 // to sync; it returns ctx's error if they never did.
 func (c *caches) start(ctx context.Context) error {
 	var synced []cache.InformerSynced
 	for scope := range c.fences {
-		inf := c.fences[scope]
-		c.running.Go(func() { inf.RunWithContext(ctx) })
 		synced = append(synced, c.fences[scope].HasSynced, c.sandboxes[scope].HasSynced)
 	}
 	for _, f := range c.factories {
@@ -293,44 +144,37 @@ func (c *caches) shutdown() {
 	for _, f := range c.factories {
 		f.Shutdown()
 	}
-	c.running.Wait()
 }
 
-// fence returns what the cache knows of ns's fence. Absent means the API
-// server said so: the policy was never listed, or a delete was observed.
-func (c *caches) fence(ns string) (LiveFence, error) {
-	scope := c.scope(ns)
-	c.mu.Lock()
-	err := c.fenceErr[scope]
-	c.mu.Unlock()
-	if err != nil {
-		return LiveFence{}, err
-	}
-	inf := c.fences[scope]
+// fence returns what the cache knows of ns's fence: unknown until the
+// informer has synced. Absent means the API server said so: the policy
+// was not in its list, or a delete was observed.
+func (c *caches) fence(ns string) (liveFence, error) {
+	inf := c.fences[c.scope(ns)]
 	if !inf.HasSynced() {
-		return LiveFence{}, fmt.Errorf("fence of %s: not synced", ns)
+		return liveFence{}, fmt.Errorf("fence of %s: not synced", ns)
 	}
 	o, ok, err := inf.GetStore().GetByKey(ns + "/" + c.fenceName)
 	if err != nil {
-		return LiveFence{}, err
+		return liveFence{}, err
 	}
 	if np, isPolicy := o.(*networkingv1.NetworkPolicy); ok && isPolicy {
-		return LiveFence{Known: true, Present: true, Fence: driver.Fence{UID: np.UID, Generation: np.Generation}}, nil
+		return liveFence{known: true, present: true, fence: core.Fence{UID: np.UID, Generation: np.Generation}}, nil
 	}
-	return LiveFence{Known: true}, nil
+	return liveFence{known: true}, nil
 }
 
 // sandbox returns the cached sandbox named by key, if the driver serves
 // its namespace.
-func (c *caches) sandbox(key types.NamespacedName) (driver.Sandbox, bool) {
+func (c *caches) sandbox(key types.NamespacedName) (core.Sandbox, bool) {
 	if !c.serves[key.Namespace] {
-		return driver.Sandbox{}, false
+		return core.Sandbox{}, false
 	}
 	o, ok, err := c.sandboxes[c.scope(key.Namespace)].GetStore().GetByKey(key.String())
 	if err != nil || !ok {
-		return driver.Sandbox{}, false
+		return core.Sandbox{}, false
 	}
-	return c.core.View(o)
+	return core.View(o)
 }
 
 // keys returns the keys of ns's cached sandboxes.

@@ -7,17 +7,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
-	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/core"
 )
 
-// LiveFence is what the reconciler knows about a namespace's fence.
-type LiveFence struct {
-	// Known is false when the fence could not be read: nothing may be
+// liveFence is what the reconciler knows about a namespace's fence.
+type liveFence struct {
+	// known is false when the fence could not be read: nothing may be
 	// decided from it.
-	Known bool
-	// Present is false when the API server said the policy does not exist.
-	Present bool
-	Fence   driver.Fence
+	known bool
+	// present is false when the API server said the policy does not exist.
+	present bool
+	fence   core.Fence
 }
 
 // ActionType is what the reconciler does to one sandbox.
@@ -39,7 +39,8 @@ const (
 	ActionClearBootstrap
 )
 
-func (t ActionType) String() string {
+// name is the action's name in logs and metrics.
+func (t ActionType) name() string {
 	switch t {
 	case ActionSuspend:
 		return "suspend"
@@ -51,8 +52,8 @@ func (t ActionType) String() string {
 	return "none"
 }
 
-// Action is a decision for one sandbox.
-type Action struct {
+// action is a decision for one sandbox.
+type action struct {
 	Type ActionType
 	// Reason is the Kubernetes Event reason of a transition.
 	Reason string
@@ -63,53 +64,39 @@ type Action struct {
 	Warn bool
 }
 
-// Decide returns what to do with sandbox s given the live fence of its
-// namespace. It is pure: it reads nothing but its arguments.
-//
-//	deleting                                              none
-//	fence unknown (its read failed)                       none
-//	intent running (running or bootstrapping), fence
-//	absent or recorded pair differs                       suspend, warn
-//	  but recorded generation newer than the live one     none: this view is behind
-//	intent stopped (stopping or stopped), mismatch        none: converged or converging
-//	bootstrapping, Ready or Finished                      clear-bootstrap
-//	bootstrapping past grace, and the controller reports
-//	it failed (Error) or stuck (DependenciesNotReady,
-//	Unschedulable) for the current generation             rollback, warn
-//	anything else                                         none
-//
-// A bootstrap whose conditions are stale (the controller has not observed
-// it yet) is unknown, not stuck: it is never rolled back.
-func Decide(s driver.Sandbox, live LiveFence, now time.Time, grace time.Duration) Action {
-	if s.Deleting || !live.Known {
-		return Action{}
+// decide returns what to do with sandbox s given the live fence of its
+// namespace. It is pure: it reads nothing but its arguments. Its table is
+// in the package doc.
+func decide(s core.Sandbox, live liveFence, now time.Time, grace time.Duration) action {
+	if s.Deleting || !live.known {
+		return action{}
 	}
-	if !live.Present || s.Fence != live.Fence {
-		if !s.Running || live.Present && s.Fence.UID == live.Fence.UID && s.Fence.Generation > live.Fence.Generation {
+	if !live.present || s.Fence != live.fence {
+		if !s.Running || live.present && s.Fence.UID == live.fence.UID && s.Fence.Generation > live.fence.Generation {
 			// Stopped: converged. Or admitted under a newer generation
 			// than the one known here: this view of the fence is behind.
-			return Action{}
+			return action{}
 		}
 		msg := "namespace workload fence generation changed; suspending stale boundary"
-		if !live.Present {
+		if !live.present {
 			msg = "namespace workload fence is missing; suspending unfenced sandbox"
 		}
-		return Action{Type: ActionSuspend, Reason: "StaleFence", Message: msg, Warn: true}
+		return action{Type: ActionSuspend, Reason: "StaleFence", Message: msg, Warn: true}
 	}
 	if s.BootstrapStarted.IsZero() {
-		return Action{}
+		return action{}
 	}
 	switch {
-	case s.Phase == driver.PhaseReady, s.Phase == driver.PhaseFinished:
-		return Action{Type: ActionClearBootstrap}
-	case s.Running && now.Sub(s.BootstrapStarted) > grace && (s.Phase == driver.PhaseError || stuck(s)):
-		return Action{Type: ActionRollback, Reason: "BootstrapFailed", Message: fmt.Sprintf("sandbox did not start within the bootstrap grace period (%s: %s); suspending it", s.Reason, s.Message), Warn: true}
+	case s.Phase == core.PhaseReady, s.Phase == core.PhaseFinished:
+		return action{Type: ActionClearBootstrap}
+	case s.Running && now.Sub(s.BootstrapStarted) > grace && (s.Phase == core.PhaseError || stuck(s)):
+		return action{Type: ActionRollback, Reason: "BootstrapFailed", Message: fmt.Sprintf("sandbox did not start within the bootstrap grace period (%s: %s); suspending it", s.Reason, s.Message), Warn: true}
 	}
-	return Action{}
+	return action{}
 }
 
 // stuck reports whether the controller says, for the current generation,
 // that the sandbox cannot become ready yet.
-func stuck(s driver.Sandbox) bool {
-	return s.Phase == driver.PhaseStarting && (s.Reason == sandboxv1beta1.SandboxReasonDependenciesNotReady || s.Reason == corev1.PodReasonUnschedulable)
+func stuck(s core.Sandbox) bool {
+	return s.Phase == core.PhaseStarting && (s.Reason == sandboxv1beta1.SandboxReasonDependenciesNotReady || s.Reason == corev1.PodReasonUnschedulable)
 }

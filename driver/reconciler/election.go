@@ -12,18 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 )
 
-// Leader election defaults, client-go's and controller-runtime's.
-const (
-	DefaultLeaseDuration = 15 * time.Second
-	DefaultRenewDeadline = 10 * time.Second
-	DefaultRetryPeriod   = 2 * time.Second
-)
+// defaultLeaseDuration is client-go's and controller-runtime's.
+const defaultLeaseDuration = 15 * time.Second
 
 // LeaderElection configures leader election on a coordination.k8s.io/v1
 // Lease, with client-go's tools/leaderelection, for a gateway that runs as
@@ -36,22 +31,19 @@ type LeaderElection struct {
 	// Identity is this replica's name in the Lease. Default: the host
 	// name and a random suffix.
 	Identity string
-	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's
-	// timings. Defaults (for zero): [DefaultLeaseDuration],
-	// [DefaultRenewDeadline], [DefaultRetryPeriod]. LeaseDuration must be
-	// a whole number of seconds, as a Lease holds it, and exceed
-	// RenewDeadline, and RenewDeadline 1.2 times RetryPeriod.
+	// LeaseDuration is how long a follower waits before it takes over a
+	// lease its leader stopped renewing. Default (for zero): 15s. The
+	// leader renews it within two thirds of it (client-go's
+	// RenewDeadline; 10s by default) and a follower tries every 2/15 of
+	// it (RetryPeriod; 2s), client-go's proportions. Must be a whole
+	// number of seconds, as a Lease holds it.
 	LeaseDuration time.Duration
-	RenewDeadline time.Duration
-	RetryPeriod   time.Duration
 }
 
 // WithLeaderElection makes [Reconciler.Run] act only while it holds the
 // Lease le names. Default: no election; Run always acts. le's Namespace
-// and Name must name a Lease, its timings must be positive (zero takes the
-// default), LeaseDuration must exceed RenewDeadline, and RenewDeadline
-// must exceed RetryPeriod times client-go's leaderelection.JitterFactor
-// (1.2), which client-go checks only once Run has started.
+// and Name must name a Lease, and its LeaseDuration must be positive
+// (zero takes the default).
 func WithLeaderElection(le LeaderElection) Option {
 	return optionFunc(func(c *config) error {
 		cfg, err := le.config()
@@ -80,24 +72,11 @@ func (le LeaderElection) config() (LeaderElection, error) {
 		host, _ := os.Hostname()
 		le.Identity = host + "_" + rand.String(8)
 	}
-	for _, t := range []struct {
-		name string
-		d    *time.Duration
-		def  time.Duration
-	}{
-		{"LeaseDuration", &le.LeaseDuration, DefaultLeaseDuration},
-		{"RenewDeadline", &le.RenewDeadline, DefaultRenewDeadline},
-		{"RetryPeriod", &le.RetryPeriod, DefaultRetryPeriod},
-	} {
-		if *t.d == 0 {
-			*t.d = t.def
-		}
-		if *t.d < 0 {
-			return le, fmt.Errorf("reconciler: WithLeaderElection %s must be positive, got %v", t.name, *t.d)
-		}
+	if le.LeaseDuration == 0 {
+		le.LeaseDuration = defaultLeaseDuration
 	}
-	if le.LeaseDuration <= le.RenewDeadline {
-		return le, fmt.Errorf("reconciler: WithLeaderElection LeaseDuration %v must exceed RenewDeadline %v", le.LeaseDuration, le.RenewDeadline)
+	if le.LeaseDuration < 0 {
+		return le, fmt.Errorf("reconciler: WithLeaderElection LeaseDuration must be positive, got %v", le.LeaseDuration)
 	}
 	if le.LeaseDuration > maxLeaseDuration {
 		return le, fmt.Errorf("reconciler: WithLeaderElection LeaseDuration must be at most %v (a Lease holds it in int32 seconds), got %v", maxLeaseDuration, le.LeaseDuration)
@@ -106,11 +85,6 @@ func (le LeaderElection) config() (LeaderElection, error) {
 		// client-go writes int(LeaseDuration / time.Second): 900ms would
 		// be a Lease of 0 seconds, which no replica ever leads.
 		return le, fmt.Errorf("reconciler: WithLeaderElection LeaseDuration must be a whole number of seconds (a Lease holds it in seconds), got %v", le.LeaseDuration)
-	}
-	// In float64: the product overflows a Duration for a RetryPeriod above
-	// about 243 years, and converted back it would wrap negative.
-	if float64(le.RenewDeadline) <= leaderelection.JitterFactor*float64(le.RetryPeriod) {
-		return le, fmt.Errorf("reconciler: WithLeaderElection RenewDeadline %v must exceed %v times RetryPeriod %v", le.RenewDeadline, leaderelection.JitterFactor, le.RetryPeriod)
 	}
 	return le, nil
 }
@@ -126,7 +100,7 @@ func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) erro
 	cfg := *r.election
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
-		Client:     r.kube().CoordinationV1(),
+		Client:     r.core.Kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}
 	ctx = klog.NewContext(ctx, r.log)
@@ -135,8 +109,8 @@ func (r *Reconciler) elect(ctx context.Context, lead func(context.Context)) erro
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            t,
 			LeaseDuration:   cfg.LeaseDuration,
-			RenewDeadline:   cfg.RenewDeadline,
-			RetryPeriod:     cfg.RetryPeriod,
+			RenewDeadline:   cfg.LeaseDuration * 2 / 3,
+			RetryPeriod:     cfg.LeaseDuration * 2 / 15,
 			ReleaseOnCancel: true,
 			Name:            cfg.Name,
 			Callbacks: leaderelection.LeaderCallbacks{
@@ -240,9 +214,4 @@ func (t *term) wrote(rec resourcelock.LeaderElectionRecord, err error) {
 	if err == nil && rec.HolderIdentity == t.identity {
 		t.acquired.Store(true)
 	}
-}
-
-func (r *Reconciler) kube() kubernetes.Interface {
-	_, kube := r.core.Clients()
-	return kube
 }

@@ -17,3 +17,7 @@ func WriteLimit(r *Reconciler) (rate.Limit, int) {
 	}
 	return r.limiter.Limit(), r.limiter.Burst()
 }
+
+// SetClusterScope makes Run watch the whole cluster, or each namespace,
+// whatever the namespaces' count and the API server's answers.
+func SetClusterScope(r *Reconciler, cluster bool) { r.cluster = &cluster }

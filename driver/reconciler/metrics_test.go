@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,9 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/drivermetrics"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/driver/reconciler"
@@ -71,28 +75,22 @@ func scrape(t require.TestingT, g prometheus.Gatherer) map[string]float64 {
 	return out
 }
 
-// TestPassMetrics: passes on the scripted API server, observed by
+// TestPassMetrics: passes on client-go's fake clientsets, observed by
 // drivermetrics between two other observers, which still see everything:
 // observers compose.
 func TestPassMetrics(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", true)
+	f := drivertest.StaleFixture(t, "v1beta1", true)
 	m, reg := metrics(t)
 	var passes, events int
-	r := newReconciler(t, drivertest.NewDriver(t, a, nil),
-		reconciler.WithObserver(reconciler.ObserverFuncs{Pass: func(reconciler.PassStats) { passes++ }}),
+	r := newReconciler(t, f.Driver(t, nil),
+		reconciler.WithObserver(&observer{pass: func(reconciler.PassStats) { passes++ }}),
 		reconciler.WithObserver(m),
-		reconciler.WithObserver(reconciler.ObserverFuncs{Action: func(reconciler.ActionEvent) { events++ }}))
+		reconciler.WithObserver(&observer{action: func(reconciler.ActionEvent) { events++ }}))
 	_, err := r.Pass(context.Background())
 	require.NoError(t, err)
-	a.Mu.Lock()
-	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
-		if !strings.Contains(r.URL.Path, "networkpolicies") {
-			return false
-		}
-		drivertest.Status(w, 500, "InternalError", "etcdserver: leader changed")
-		return true
-	}
-	a.Mu.Unlock()
+	f.Fault("get", "networkpolicies", func(k8stesting.Action) error {
+		return apierrors.NewInternalError(errors.New("etcdserver: leader changed"))
+	})
 	_, err = r.Pass(context.Background())
 	require.Error(t, err)
 
@@ -120,9 +118,9 @@ func TestRunMetrics(t *testing.T) {
 	m, reg := metrics(t)
 	// One worker at 20 writes a second: the fence change's sandboxes wait
 	// in the queue long enough to be seen there.
-	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour), reconciler.WithWorkers(1), reconciler.WithWriteLimit(20, 1), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
+	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour), reconciler.WithWorkers(1), reconciler.WithWriteLimit(20, 1), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m.Queue()))
 	runReconciler(t, rec)
-	waitFor(t, d, r.NS, names, "admitted", bootstrapDone)
+	waitBootstrapped(t, r, names)
 	require.Eventually(t, func() bool { return scrape(t, reg)[mClearBootstrap] == n }, drivertest.Settle, 20*time.Millisecond)
 	counter.Reset()
 
@@ -161,18 +159,20 @@ func TestRunMetrics(t *testing.T) {
 // the unfinished-work and longest-running-processor gauges while it is
 // held, in each leadership term, although Run makes a new queue for each.
 // Between the terms no worker runs and the queue is gone: both gauges and
-// the depth read zero.
+// the depth read zero. The terms are read from the reconciler's log: it
+// says "leading" when a term's workers start and "stopped leading" once
+// they have stopped.
 func TestRunUnfinishedWork(t *testing.T) {
 	r := drivertest.CurrentRig(t)
-	names, counter, d := counted(t, r, 2)
+	var l drivertest.Logs
+	names, counter, d := counted(t, r, 2, driver.WithLogger(l.Logger()))
 	m, reg := metrics(t)
 	const lease = "gw-reconciler"
-	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour), reconciler.WithWorkers(1), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m),
-		reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: lease, Identity: "a",
-			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}))
+	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour), reconciler.WithWorkers(1), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m.Queue()),
+		reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: lease, Identity: "a", LeaseDuration: 3 * time.Second}))
 	runReconciler(t, rec)
-	require.Eventually(t, rec.Leading, drivertest.Settle, 20*time.Millisecond)
-	waitFor(t, d, r.NS, names, "admitted", bootstrapDone)
+	require.Eventually(t, func() bool { return terms(&l) == 1 }, drivertest.Settle, 20*time.Millisecond, "the first term starts")
+	waitBootstrapped(t, r, names)
 
 	// sb-0's suspension is held until released, or until its term ends.
 	held, release := make(chan struct{}, 1), make(chan struct{})
@@ -231,11 +231,11 @@ func TestRunUnfinishedWork(t *testing.T) {
 		_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
 		return err
 	}))
-	require.Eventually(t, func() bool { return !rec.Leading() }, drivertest.Settle, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return l.Count(stoppedLeading) == 1 }, drivertest.Settle, 20*time.Millisecond, "the first term ends")
 	zero("between terms")
 
 	require.NoError(t, leases.Delete(context.Background(), lease, metav1.DeleteOptions{}))
-	require.Eventually(t, rec.Leading, drivertest.Settle, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return terms(&l) == 2 }, drivertest.Settle, 20*time.Millisecond, "the second term starts")
 	heldOverASecond("second term")
 	close(release)
 	waitFor(t, d, r.NS, names, "suspended", suspended)

@@ -5,30 +5,27 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/kubewire/kubewire/driver/internal"
+	"github.com/kubewire/kubewire/driver/internal/core"
 	"github.com/kubewire/kubewire/internal/hooks"
 )
 
 // Defaults.
 const (
-	// DefaultPeriod is the resync period: the safety net that queues
+	// defaultPeriod is the resync period: the safety net that queues
 	// every cached sandbox again. Events drive the reconciler; the resync
 	// reads the cache, not the API server.
-	DefaultPeriod = 10 * time.Minute
-	// DefaultJitter spreads resyncs over period*(1±DefaultJitter).
-	DefaultJitter         = 0.2
-	DefaultBootstrapGrace = 5 * time.Minute
-	// DefaultWorkers bounds the writes in flight: a fence change over
+	defaultPeriod         = 10 * time.Minute
+	defaultBootstrapGrace = 5 * time.Minute
+	// defaultWorkers bounds the writes in flight: a fence change over
 	// 50,000 sandboxes becomes a steady stream of suspensions, not 50,000
 	// concurrent PATCHes.
-	DefaultWorkers = 8
+	defaultWorkers = 8
 )
 
-// QueueName names Run's work queue to a workqueue.MetricsProvider.
-const QueueName = "kubewire-reconciler"
+// queueName names Run's work queue to a workqueue.MetricsProvider.
+const queueName = "kubewire-reconciler"
 
 // Option configures [New].
 type Option interface {
@@ -41,7 +38,6 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
 	period       time.Duration
-	jitter       float64
 	grace        time.Duration
 	workers      int
 	writeQPS     float64
@@ -49,13 +45,11 @@ type config struct {
 	election     *LeaderElection
 	observers    []Observer
 	queueMetrics workqueue.MetricsProvider
-	scope        Scope
-	log          *logr.Logger
 }
 
 func defaults() config {
 	return config{
-		period: DefaultPeriod, jitter: DefaultJitter, grace: DefaultBootstrapGrace, workers: DefaultWorkers,
+		period: defaultPeriod, grace: defaultBootstrapGrace, workers: defaultWorkers,
 	}
 }
 
@@ -64,7 +58,9 @@ func defaults() config {
 // Duration would overflow.
 const maxPeriod = 24 * time.Hour
 
-// WithPeriod sets the resync period. Default: [DefaultPeriod]. Must be
+// WithPeriod sets the resync period. Default: 10 minutes. Each wait is
+// drawn from period*(1±0.2), so that the resync never beats in step with
+// a timeout of the same length or with another replica's resync. Must be
 // from 1s to 24h: the resync is a safety net over the cache, a shorter
 // period turns it into a busy loop, and a longer one leaves it unused.
 func WithPeriod(d time.Duration) Option {
@@ -80,24 +76,9 @@ func WithPeriod(d time.Duration) Option {
 	})
 }
 
-// WithJitter sets the relative jitter of the period: each wait is drawn
-// from period*(1±f). Default: [DefaultJitter]. Must be between 0.1 and
-// 0.5: at least 0.1 so that the resync never beats in step with a timeout
-// of the same length or with another replica's resync, at most 0.5 so that
-// no wait is shorter than half the period.
-func WithJitter(f float64) Option {
-	return optionFunc(func(c *config) error {
-		if !(f >= 0.1 && f <= 0.5) {
-			return fmt.Errorf("reconciler: WithJitter must be between 0.1 and 0.5, got %v", f)
-		}
-		c.jitter = f
-		return nil
-	})
-}
-
 // WithBootstrapGrace sets how long a create or start may take before a
 // failure or a stuck start reported by the controller rolls it back.
-// Default: [DefaultBootstrapGrace]. Must be positive: with no grace, a
+// Default: 5 minutes. Must be positive: with no grace, a
 // start that the scheduler reports Unschedulable for a moment (while a
 // cluster autoscaler adds a node) would be rolled back at once.
 func WithBootstrapGrace(d time.Duration) Option {
@@ -111,7 +92,7 @@ func WithBootstrapGrace(d time.Duration) Option {
 }
 
 // WithWorkers sets how many sandboxes Run acts on at once, which bounds
-// the writes in flight. Default: [DefaultWorkers]. Must be at least 1.
+// the writes in flight. Default: 8. Must be at least 1.
 func WithWorkers(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 {
@@ -134,7 +115,7 @@ func WithWorkers(n int) Option {
 // write.
 func WithWriteLimit(qps float64, burst int) Option {
 	return optionFunc(func(c *config) error {
-		limit, err := internal.Limit("reconciler: WithWriteLimit", qps, burst)
+		limit, err := core.Limit("reconciler: WithWriteLimit", qps, burst)
 		if err != nil {
 			return err
 		}
@@ -160,7 +141,7 @@ func WithObserver(o Observer) Option {
 }
 
 // WithQueueMetrics gives Run's work queue p as its metrics provider,
-// under the name [QueueName]. Run makes a queue, and asks p for its
+// under the name kubewire-reconciler. Run makes a queue, and asks p for its
 // metrics, for each leadership term; when a term ends, it sets the
 // queue's unfinished-work and longest-running-processor gauges to zero.
 // Default: client-go's global provider (workqueue.SetProvider), which is a
@@ -179,40 +160,14 @@ func WithQueueMetrics(p workqueue.MetricsProvider) Option {
 	})
 }
 
-// WithLogger sets the reconciler's logger. Default: the driver's.
-func WithLogger(l logr.Logger) Option {
-	return optionFunc(func(c *config) error {
-		c.log = &l
-		return nil
-	})
-}
-
 // Observer hears what the reconciler does. Its methods are called on the
 // goroutine that did the work, concurrently from Run's workers, which wait
 // for them: they must be quick and safe for concurrent use. Package
-// drivermetrics has one; [ObserverFuncs] adapts functions.
+// drivermetrics has one.
 type Observer interface {
 	// ObservePass is called with the counts of each [Reconciler.Pass].
 	ObservePass(PassStats)
 	// ObserveAction is called with each action carried out and each
 	// failure, in passes and in Run's workers.
 	ObserveAction(ActionEvent)
-}
-
-// ObserverFuncs is an [Observer] made of functions; a nil one is skipped.
-type ObserverFuncs struct {
-	Pass   func(PassStats)
-	Action func(ActionEvent)
-}
-
-func (f ObserverFuncs) ObservePass(s PassStats) {
-	if f.Pass != nil {
-		f.Pass(s)
-	}
-}
-
-func (f ObserverFuncs) ObserveAction(e ActionEvent) {
-	if f.Action != nil {
-		f.Action(e)
-	}
 }

@@ -6,22 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
-	"k8s.io/client-go/rest"
 
-	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/drivermetrics"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/driver/reconciler"
 )
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
-	require.NoError(t, err)
-	defer d.Close()
+	d := drivertest.NewFake(t, "v1beta1").Driver(t, nil)
 	le := func(f func(*reconciler.LeaderElection)) reconciler.Option {
 		le := reconciler.LeaderElection{Namespace: "a", Name: "gw-reconciler"}
 		f(&le)
@@ -35,9 +30,6 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{reconciler.WithPeriod(0), "reconciler: WithPeriod must be at least 1s, got 0s"},
 		{reconciler.WithPeriod(25 * time.Hour), "reconciler: WithPeriod must be at most 24h0m0s, got 25h0m0s"},
 		{reconciler.WithPeriod(math.MaxInt64), "reconciler: WithPeriod must be at most 24h0m0s, got 2562047h47m16.854775807s"},
-		{reconciler.WithJitter(0.7), "reconciler: WithJitter must be between 0.1 and 0.5, got 0.7"},
-		{reconciler.WithJitter(0), "reconciler: WithJitter must be between 0.1 and 0.5, got 0"},
-		{reconciler.WithJitter(math.NaN()), "reconciler: WithJitter must be between 0.1 and 0.5, got NaN"},
 		{reconciler.WithBootstrapGrace(0), "reconciler: WithBootstrapGrace must be positive, got 0s"},
 		{reconciler.WithBootstrapGrace(-time.Minute), "reconciler: WithBootstrapGrace must be positive, got -1m0s"},
 		{reconciler.WithWorkers(0), "reconciler: WithWorkers must be at least 1, got 0"},
@@ -48,27 +40,18 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{reconciler.WithObserver(nil), "reconciler: WithObserver must not be nil"},
 		{reconciler.WithObserver((*drivermetrics.Metrics)(nil)), "reconciler: WithObserver must not be nil, got a nil *drivermetrics.Metrics"},
 		{reconciler.WithQueueMetrics(nil), "reconciler: WithQueueMetrics must not be nil"},
-		{reconciler.WithScope(reconciler.Scope(7)), "reconciler: WithScope must be ScopeAuto, ScopeNamespaced or ScopeCluster, got Scope(7)"},
-		{reconciler.WithScope(-1), "reconciler: WithScope must be ScopeAuto, ScopeNamespaced or ScopeCluster, got Scope(-1)"},
-		{reconciler.WithQueueMetrics((*drivermetrics.Metrics)(nil)), "reconciler: WithQueueMetrics must not be nil, got a nil *drivermetrics.Metrics"},
+		{reconciler.WithQueueMetrics((*queueWatch)(nil)), "reconciler: WithQueueMetrics must not be nil, got a nil *reconciler_test.queueWatch"},
 		{le(func(le *reconciler.LeaderElection) { le.Namespace = "Bad_NS" }), `reconciler: WithLeaderElection Namespace "Bad_NS" is not a valid namespace name`},
 		{le(func(le *reconciler.LeaderElection) { le.Name = "" }), `reconciler: WithLeaderElection Name "" is not a valid object name`},
 		{le(func(le *reconciler.LeaderElection) { le.LeaseDuration = -time.Second }), "reconciler: WithLeaderElection LeaseDuration must be positive, got -1s"},
-		{le(func(le *reconciler.LeaderElection) { le.RenewDeadline = -time.Second }), "reconciler: WithLeaderElection RenewDeadline must be positive, got -1s"},
-		{le(func(le *reconciler.LeaderElection) { le.RetryPeriod = -time.Second }), "reconciler: WithLeaderElection RetryPeriod must be positive, got -1s"},
-		{le(func(le *reconciler.LeaderElection) { le.LeaseDuration = 10 * time.Second }), "reconciler: WithLeaderElection LeaseDuration 10s must exceed RenewDeadline 10s"},
-		// A Lease holds its duration in whole seconds: client-go truncates.
-		{le(func(le *reconciler.LeaderElection) {
-			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 900*time.Millisecond, 600*time.Millisecond, 200*time.Millisecond
-		}), "reconciler: WithLeaderElection LeaseDuration must be a whole number of seconds (a Lease holds it in seconds), got 900ms"},
-		{le(func(le *reconciler.LeaderElection) {
-			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 1900*time.Millisecond, time.Second, 200*time.Millisecond
-		}), "reconciler: WithLeaderElection LeaseDuration must be a whole number of seconds (a Lease holds it in seconds), got 1.9s"},
-		{le(func(le *reconciler.LeaderElection) { le.RetryPeriod = 9 * time.Second }), "reconciler: WithLeaderElection RenewDeadline 10s must exceed 1.2 times RetryPeriod 9s"},
-		{le(func(le *reconciler.LeaderElection) { le.RetryPeriod = math.MaxInt64 }), "reconciler: WithLeaderElection RenewDeadline 10s must exceed 1.2 times RetryPeriod 2562047h47m16.854775807s"},
-		{le(func(le *reconciler.LeaderElection) {
-			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = math.MaxInt64, math.MaxInt64-1, time.Second
-		}), "reconciler: WithLeaderElection LeaseDuration must be at most 596523h14m7s (a Lease holds it in int32 seconds), got 2562047h47m16.854775807s"},
+		// A Lease holds its duration in whole seconds: client-go truncates,
+		// and 900ms would be a Lease of 0 seconds that no replica leads.
+		{le(func(le *reconciler.LeaderElection) { le.LeaseDuration = 900 * time.Millisecond }),
+			"reconciler: WithLeaderElection LeaseDuration must be a whole number of seconds (a Lease holds it in seconds), got 900ms"},
+		{le(func(le *reconciler.LeaderElection) { le.LeaseDuration = 1900 * time.Millisecond }),
+			"reconciler: WithLeaderElection LeaseDuration must be a whole number of seconds (a Lease holds it in seconds), got 1.9s"},
+		{le(func(le *reconciler.LeaderElection) { le.LeaseDuration = math.MaxInt64 }),
+			"reconciler: WithLeaderElection LeaseDuration must be at most 596523h14m7s (a Lease holds it in int32 seconds), got 2562047h47m16.854775807s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -77,22 +60,22 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			assert.Nil(t, r)
 		})
 	}
-	_, err = reconciler.New(nil)
+	_, err := reconciler.New(nil)
 	assert.EqualError(t, err, "reconciler: New: nil *driver.Driver")
 }
 
 // TestOptions: the bounds themselves are valid, nil options are skipped,
 // the later option wins, and +Inf is rate.Inf.
 func TestOptions(t *testing.T) {
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"})
-	require.NoError(t, err)
-	defer d.Close()
+	d := drivertest.NewFake(t, "v1beta1").Driver(t, nil)
 	r, err := reconciler.New(d, nil,
-		reconciler.WithPeriod(time.Second), reconciler.WithJitter(0.1), reconciler.WithJitter(0.5),
+		reconciler.WithPeriod(time.Second), reconciler.WithPeriod(24*time.Hour),
 		reconciler.WithBootstrapGrace(time.Nanosecond), reconciler.WithWorkers(1), reconciler.WithWriteLimit(math.Inf(1), 1),
 		reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: "a", Name: "gw-reconciler"}),
-		reconciler.WithObserver(reconciler.ObserverFuncs{}), reconciler.WithQueueMetrics(drivermetrics.New()),
-		reconciler.WithLogger(logr.Discard()), reconciler.WithWriteLimit(0.5, 1))
+		reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: "a", Name: "gw-reconciler", LeaseDuration: time.Second}),
+		reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: "a", Name: "gw-reconciler", LeaseDuration: maxLease}),
+		reconciler.WithObserver(&observer{}), reconciler.WithQueueMetrics(drivermetrics.New().Queue()),
+		reconciler.WithWriteLimit(0.5, 1))
 	require.NoError(t, err)
 	qps, burst := reconciler.WriteLimit(r)
 	assert.Equal(t, rate.Limit(0.5), qps, "the later option wins")
@@ -110,16 +93,23 @@ func TestOptions(t *testing.T) {
 	assert.Zero(t, burst)
 }
 
+// maxLease is the longest LeaseDuration a Lease holds: math.MaxInt32
+// seconds.
+const maxLease = math.MaxInt32 * time.Second
+
 // TestStartedUnderCurrentFence: a sandbox started under the current fence
 // is left alone.
 func TestStartedUnderCurrentFence(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", false)
-	d := drivertest.NewDriver(t, a, nil)
+	f := drivertest.StaleFixture(t, "v1beta1", false)
+	d := f.Driver(t, nil)
 	_, err := d.Start(context.Background(), "team-a", "sb-1")
 	require.NoError(t, err)
+	patches := f.Count("patch", "sandboxes")
+	require.Equal(t, 1, patches, "Start admitted sb-1 under the current fence")
 	stats, err := newReconciler(t, d).Pass(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, stats.Actions)
+	assert.Equal(t, patches, f.Count("patch", "sandboxes"), "the pass sent nothing")
 }
 
 // TestProbeBacksOff: while the API server cannot be reached, Run probes
@@ -127,16 +117,35 @@ func TestStartedUnderCurrentFence(t *testing.T) {
 // over 2.5 s, at most three failures are logged. It tried every
 // period/20, with WithPeriod(1s) a line every 50 ms.
 func TestProbeBacksOff(t *testing.T) {
+	f := drivertest.NewFake(t, "v1beta1")
+	f.Fault("list", "sandboxes", drivertest.Reset)
 	var l drivertest.Logs
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, "gw", []string{"a"}, driver.WithLogger(l.Logger()))
-	require.NoError(t, err)
-	defer d.Close()
-	r, err := reconciler.New(d, reconciler.WithPeriod(time.Second))
-	require.NoError(t, err)
+	r := newReconciler(t, f.Driver(t, &l), reconciler.WithPeriod(time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
 	assert.ErrorIs(t, r.Run(ctx), context.DeadlineExceeded)
 	n := l.Count("probing the Sandbox API; retrying")
 	assert.GreaterOrEqual(t, n, 1)
 	assert.LessOrEqual(t, n, 3, "failed probes logged in 2.5 s")
+	assert.LessOrEqual(t, len(f.Limits()), 3, "probes sent in 2.5 s")
+}
+
+// observer is a reconciler.Observer of functions; a nil one is skipped.
+// It is called concurrently from Run's workers: the functions must be
+// safe for that.
+type observer struct {
+	pass   func(reconciler.PassStats)
+	action func(reconciler.ActionEvent)
+}
+
+func (o *observer) ObservePass(s reconciler.PassStats) {
+	if o.pass != nil {
+		o.pass(s)
+	}
+}
+
+func (o *observer) ObserveAction(e reconciler.ActionEvent) {
+	if o.action != nil {
+		o.action(e)
+	}
 }

@@ -2,23 +2,34 @@ package reconciler_test
 
 import (
 	"context"
-	"net/http"
+	"errors"
+	"fmt"
+	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/driver/reconciler"
-	"github.com/kubewire/kubewire/kubeadapter"
 )
 
 const staleWarning = "namespace workload fence generation changed; suspending stale boundary"
+
+// ownSelector selects the sandboxes of the fakes' gateway, "gw".
+const ownSelector = driver.LabelManagedBy + "=" + drivertest.DriverName + "," + driver.LabelGateway + "=gw"
 
 func TestMain(m *testing.M) {
 	drivertest.Main(m)
@@ -37,27 +48,31 @@ func newReconciler(t testing.TB, d *driver.Driver, opts ...reconciler.Option) *r
 func TestStaleFenceSuspendedConverges(t *testing.T) {
 	for _, version := range []string{"v1beta1", "v1alpha1"} {
 		t.Run(version, func(t *testing.T) {
-			a := drivertest.StaleFixture(t, version, false)
+			f := drivertest.StaleFixture(t, version, false)
 			var l drivertest.Logs
 			var passes []reconciler.PassStats
-			r := newReconciler(t, drivertest.NewDriver(t, a, &l), reconciler.WithObserver(reconciler.ObserverFuncs{Pass: func(s reconciler.PassStats) { passes = append(passes, s) }}))
+			r := newReconciler(t, f.Driver(t, &l), reconciler.WithObserver(&observer{pass: func(s reconciler.PassStats) { passes = append(passes, s) }}))
 			for i := 0; i < 3; i++ {
 				stats, err := r.Pass(context.Background())
 				require.NoError(t, err)
 				assert.Equal(t, 5, stats.Seen)
 				assert.Zero(t, stats.Actions)
-				assert.Zero(t, stats.Warnings)
 			}
-			assert.Zero(t, a.Mutations(), "no PATCH, POST or DELETE")
-			assert.Zero(t, l.Count(staleWarning))
-			assert.Zero(t, a.Count("GET get"), "a pass lists; it GETs only what it changes")
-			assert.Equal(t, 6, a.Count("GET list"), "one list per namespace per pass")
+			assert.Zero(t, f.Mutations(), "no create, update, patch or delete")
+			assert.Zero(t, l.Count("warning:"))
+			assert.Zero(t, f.Count("get", "sandboxes"), "a pass lists; it GETs only what it changes")
 			assert.Len(t, passes, 3)
-			probes := 1 // v1beta1 served
+			// The probe lists one sandbox of the version it tries: v1beta1
+			// (served), or v1beta1 (404) then v1alpha1.
+			probes := []int64{1}
 			if version == "v1alpha1" {
-				probes = 2 // v1beta1 404, then v1alpha1
+				probes = []int64{1, 1}
 			}
-			assert.Equal(t, probes, a.Count("GET probe"), "the version is probed once, not per pass")
+			pages := []int64{500, 500, 500, 500, 500, 500}
+			assert.Equal(t, append(probes, pages...), f.Limits(), "the version is probed once, not per pass; one list per namespace per pass")
+			for _, a := range f.Actions("list", "sandboxes") {
+				assert.Equal(t, ownSelector, a.(k8stesting.ListAction).GetListRestrictions().Labels.String(), "every list selects the gateway's own")
+			}
 		})
 	}
 }
@@ -68,37 +83,40 @@ func TestStaleFenceSuspendedConverges(t *testing.T) {
 func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
 	for _, version := range []string{"v1beta1", "v1alpha1"} {
 		t.Run(version, func(t *testing.T) {
-			a := drivertest.StaleFixture(t, version, true)
+			f := drivertest.StaleFixture(t, version, true)
 			var l drivertest.Logs
-			r := newReconciler(t, drivertest.NewDriver(t, a, &l))
+			r := newReconciler(t, f.Driver(t, &l))
 			stats, err := r.Pass(context.Background())
 			require.NoError(t, err)
-			assert.Equal(t, reconciler.PassStats{Seen: 5, Actions: 5, Warnings: 5, Duration: stats.Duration}, stats)
-			assert.Equal(t, 5, a.Count("PATCH patch"))
+			assert.Equal(t, reconciler.PassStats{Seen: 5, Actions: 5, Duration: stats.Duration}, stats)
+			assert.Equal(t, 5, f.Count("patch", "sandboxes"))
 			// client-go's recorder writes Events in the background.
-			assert.Eventually(t, func() bool { return a.Count("POST event") == 5 }, 10*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return f.Count("create", "events") == 5 }, 10*time.Second, 10*time.Millisecond)
+			assert.Len(t, f.Events(context.Background(), t), 5)
 			assert.Equal(t, 5, l.Count(staleWarning))
 			for _, name := range []string{"team-a/sb-0", "team-b/sb-x"} {
 				ns, n, _ := strings.Cut(name, "/")
-				spec := a.Sandbox(ns, n)["spec"].(map[string]any)
-				if version == "v1alpha1" {
-					assert.EqualValues(t, 0, spec["replicas"])
-				} else {
-					assert.Equal(t, "Suspended", spec["operatingMode"])
-				}
+				assert.False(t, running(t, f, ns, n), "%s suspended", name)
 			}
 
 			for i := 0; i < 3; i++ {
 				stats, err := r.Pass(context.Background())
 				require.NoError(t, err)
 				assert.Zero(t, stats.Actions)
-				assert.Zero(t, stats.Warnings)
 			}
-			assert.Equal(t, 5, a.Count("PATCH patch"), "converged: nothing after the first pass")
-			assert.Equal(t, 10, a.Mutations(), "five patches and five Events, all from the first pass")
+			assert.Equal(t, 5, f.Count("patch", "sandboxes"), "converged: nothing after the first pass")
+			assert.Equal(t, 10, f.Mutations(), "five patches and five Events, all from the first pass")
 			assert.Equal(t, 5, l.Count(staleWarning), "one warning per transition")
 		})
 	}
+}
+
+// running reports the intent of f's stored sandbox ns/name.
+func running(t *testing.T, f *drivertest.Fake, ns, name string) bool {
+	t.Helper()
+	ok, err := f.Running(ns, name)
+	require.NoError(t, err)
+	return ok
 }
 
 // TestEventLimit: an Event over the driver's event limit is dropped, not
@@ -107,12 +125,12 @@ func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
 // PATCHes are sent and warned about in the log, two Events are written,
 // three are reported dropped. Under a burst of 5, all five are written.
 func TestEventLimit(t *testing.T) {
-	suspend := func(t *testing.T, burst int) (*drivertest.APIServer, *drivertest.Logs, int) {
-		a := drivertest.StaleFixture(t, "v1beta1", true)
+	suspend := func(t *testing.T, burst int) (*drivertest.Fake, *drivertest.Logs, int) {
+		f := drivertest.StaleFixture(t, "v1beta1", true)
 		l := new(drivertest.Logs)
-		d := drivertest.NewDriver(t, a, l, driver.WithEventLimit(1e-6, burst))
+		d := f.Driver(t, l, driver.WithEventLimit(1e-6, burst))
 		var dropped atomic.Int32
-		rec := newReconciler(t, d, reconciler.WithObserver(reconciler.ObserverFuncs{Action: func(e reconciler.ActionEvent) {
+		rec := newReconciler(t, d, reconciler.WithObserver(&observer{action: func(e reconciler.ActionEvent) {
 			if e.EventDropped {
 				dropped.Add(1)
 			}
@@ -120,88 +138,84 @@ func TestEventLimit(t *testing.T) {
 		stats, err := rec.Pass(context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, 5, stats.Actions)
-		assert.Equal(t, 5, a.Count("PATCH patch"))
+		assert.Equal(t, 5, f.Count("patch", "sandboxes"))
 		assert.Equal(t, 5, l.Count(staleWarning), "every warning is in the log")
-		return a, l, int(dropped.Load())
+		return f, l, int(dropped.Load())
 	}
 	t.Run("over the limit dropped", func(t *testing.T) {
-		a, l, dropped := suspend(t, 2)
+		f, l, dropped := suspend(t, 2)
 		assert.Equal(t, 3, dropped)
-		assert.Eventually(t, func() bool { return a.Count("POST event") == 2 }, 10*time.Second, 10*time.Millisecond)
+		assert.Eventually(t, func() bool { return f.Count("create", "events") == 2 }, 10*time.Second, 10*time.Millisecond)
 		assert.Equal(t, 1, l.Count(`"dropped"=1`), "the first drop is logged")
 	})
 	t.Run("all are written", func(t *testing.T) {
-		a, l, dropped := suspend(t, 5)
+		f, l, dropped := suspend(t, 5)
 		assert.Zero(t, dropped)
-		assert.Eventually(t, func() bool { return a.Count("POST event") == 5 }, 10*time.Second, 10*time.Millisecond)
+		assert.Eventually(t, func() bool { return f.Count("create", "events") == 5 }, 10*time.Second, 10*time.Millisecond)
 		assert.Zero(t, l.Count("dropped Events"))
 	})
 }
 
-// TestUnknownIsNotAbsent: when the API server fails the LIST, the fence
-// read, or times out, nothing is suspended; the next pass recovers.
+// TestUnknownIsNotAbsent: when the API server fails the LIST or the fence
+// read, or they get no answer (a timeout, a connection reset), nothing is
+// suspended; the error names what failed and keeps its cause; the next
+// pass recovers.
 func TestUnknownIsNotAbsent(t *testing.T) {
 	tests := []struct {
-		name string
-		kind driver.Kind
-		fail func(w http.ResponseWriter, r *http.Request) bool
+		name     string
+		resource string
+		verb     string
+		give     func(k8stesting.Action) error
+		want     string // what the error says the reconciler was doing
+		cause    func(error) bool
 	}{
-		{"list fails", driver.KindInternal, func(w http.ResponseWriter, r *http.Request) bool {
-			if strings.HasSuffix(r.URL.Path, "/sandboxes") {
-				drivertest.Status(w, 500, "InternalError", "etcdserver: request timed out")
-				return true
-			}
-			return false
+		{"list fails", "sandboxes", "list", func(a k8stesting.Action) error {
+			return apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+		}, "listing sandboxes of team-a", apierrors.IsInternalError},
+		{"fence read fails", "networkpolicies", "get", func(a k8stesting.Action) error {
+			return apierrors.NewServiceUnavailable("apiserver is shutting down")
+		}, "reading the fence of team-a", apierrors.IsServiceUnavailable},
+		{"list times out", "sandboxes", "list", drivertest.Timeout, "listing sandboxes of team-a", func(err error) bool {
+			var ne net.Error
+			return errors.As(err, &ne) && ne.Timeout() && errors.Is(err, os.ErrDeadlineExceeded)
 		}},
-		{"fence read fails", driver.KindUnavailable, func(w http.ResponseWriter, r *http.Request) bool {
-			if strings.Contains(r.URL.Path, "networkpolicies") {
-				drivertest.Status(w, 503, "ServiceUnavailable", "apiserver is shutting down")
-				return true
-			}
-			return false
-		}},
-		{"list times out", driver.KindUnavailable, func(w http.ResponseWriter, r *http.Request) bool {
-			if strings.HasSuffix(r.URL.Path, "/sandboxes") {
-				<-r.Context().Done()
-				return true
-			}
-			return false
-		}},
-		{"fence read dies on the connection", driver.KindUnavailable, func(w http.ResponseWriter, r *http.Request) bool {
-			if strings.Contains(r.URL.Path, "networkpolicies") {
-				// Hijack and close: a transport error, not an answer.
-				c, _, err := http.NewResponseController(w).Hijack()
-				if err == nil {
-					_ = c.Close()
-				}
-				return true
-			}
-			return false
+		{"fence read dies on the connection", "networkpolicies", "get", drivertest.Reset, "reading the fence of team-a", func(err error) bool {
+			return errors.Is(err, syscall.ECONNRESET)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := drivertest.StaleFixture(t, "v1beta1", true)
+			f := drivertest.StaleFixture(t, "v1beta1", true)
 			var l drivertest.Logs
-			r := newReconciler(t, drivertest.NewDriver(t, a, &l, driver.WithAdapterOptions(kubeadapter.WithTimeout(300*time.Millisecond))))
-			a.Mu.Lock()
-			a.Fail = tt.fail
-			a.Mu.Unlock()
+			r := newReconciler(t, f.Driver(t, &l))
+			var failing atomic.Bool
+			failing.Store(true)
+			f.Fault(tt.verb, tt.resource, func(a k8stesting.Action) error {
+				if !failing.Load() {
+					return nil
+				}
+				return tt.give(a)
+			})
 			stats, err := r.Pass(context.Background())
 			require.Error(t, err)
 			assert.Equal(t, 2, stats.Errors, "both namespaces failed")
 			assert.Zero(t, stats.Actions)
-			assert.Zero(t, a.Mutations(), "nothing is suspended on unknown state")
-			assert.Equal(t, tt.kind, driver.KindOf(err), "%v", err)
+			assert.Zero(t, f.Mutations(), "nothing is suspended on unknown state")
+			assert.ErrorContains(t, err, "reconciler: "+tt.want+": ")
+			assert.True(t, tt.cause(err), "the cause survives: %v", err)
+			assert.Zero(t, driver.KindOf(err), "not a driver error: %v", err)
 
-			a.Mu.Lock()
-			a.Fail = nil
-			a.Mu.Unlock()
+			failing.Store(false)
 			stats, err = r.Pass(context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, 5, stats.Actions, "the next pass recovers")
 		})
 	}
+}
+
+// notFound is the API server's answer for an absent fence.
+func notFound(a k8stesting.Action) error {
+	return apierrors.NewNotFound(schema.GroupResource{Group: "networking.k8s.io", Resource: "networkpolicies"}, drivertest.FenceName)
 }
 
 // TestAbsentFenceConfirmed: a fence that a read (or a cache whose watch
@@ -211,66 +225,59 @@ func TestUnknownIsNotAbsent(t *testing.T) {
 // word. The soak found this: after a fence watch broke, the reconciler
 // suspended sandboxes started under the fence created meanwhile.
 func TestAbsentFenceConfirmed(t *testing.T) {
-	a := drivertest.NewAPIServer(t, "v1beta1")
-	a.AddFence("team-a", "fence-a", 2)
-	a.AddFence("team-b", "fence-b", 2)
-	a.AddSandbox("team-a", "sb-0", true, "fence-a", 2)
-	a.AddSandbox("team-b", "sb-x", true, "fence-b", 2)
+	f := drivertest.NewFake(t, "v1beta1")
+	f.AddFence(t, "team-a", "fence-a", 2)
+	f.AddFence(t, "team-b", "fence-b", 2)
+	f.AddSandbox(t, "team-a", "sb-0", true, "fence-a", 2)
+	f.AddSandbox(t, "team-b", "sb-x", true, "fence-b", 2)
 	var mu sync.Mutex
 	reads := map[string]int{}
-	a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
-		if !strings.Contains(r.URL.Path, "networkpolicies") {
-			return false
-		}
+	f.Fault("get", "networkpolicies", func(a k8stesting.Action) error {
 		mu.Lock()
 		defer mu.Unlock()
 		// The first read of each namespace's fence misses it.
-		if reads[r.URL.Path]++; reads[r.URL.Path] == 1 {
-			drivertest.Status(w, http.StatusNotFound, "NotFound", "networkpolicies.networking.k8s.io \"sandbox-workload-fence\" not found")
-			return true
+		if reads[a.GetNamespace()]++; reads[a.GetNamespace()] == 1 {
+			return notFound(a)
 		}
-		return false
-	}
-	r := newReconciler(t, drivertest.NewDriver(t, a, nil))
+		return nil
+	})
+	r := newReconciler(t, f.Driver(t, nil))
 	stats, err := r.Pass(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, stats.Actions)
-	assert.Zero(t, a.Mutations())
+	assert.Zero(t, f.Mutations())
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Len(t, reads, 2)
-	for path, n := range reads {
-		assert.Equal(t, 2, n, "%s: one confirming read", path)
-	}
+	assert.Equal(t, map[string]int{"team-a": 2, "team-b": 2}, reads, "one confirming read of each")
+}
+
+// suspendedBy suspends a stored v1beta1 sandbox as another client would.
+func suspendedBy(o runtime.Object) {
+	o.(*sandboxv1beta1.Sandbox).Spec.OperatingMode = sandboxv1beta1.SandboxOperatingModeSuspended
 }
 
 // TestConflictRedecides: a sandbox suspended by someone else between the
 // list and the patch gets a 409; the reconciler reads it again, sees it
 // converged and sends nothing more.
 func TestConflictRedecides(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", true)
-	r := newReconciler(t, drivertest.NewDriver(t, a, nil))
+	f := drivertest.StaleFixture(t, "v1beta1", true)
+	r := newReconciler(t, f.Driver(t, nil))
 	var once sync.Once
-	a.Mu.Lock()
-	a.Fail = func(w http.ResponseWriter, req *http.Request) bool {
-		if req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/sb-0") {
-			once.Do(func() {
-				// Someone else suspends sb-0 first.
-				a.Mu.Lock()
-				obj := a.Sandboxes["team-a/sb-0"]
-				obj["spec"].(map[string]any)["operatingMode"] = "Suspended"
-				obj["metadata"].(map[string]any)["resourceVersion"] = a.NextRV()
-				a.Mu.Unlock()
-			})
+	var changed error
+	f.Fault("patch", "sandboxes", func(a k8stesting.Action) error {
+		if a.(k8stesting.PatchAction).GetName() == "sb-0" {
+			// Someone else suspends sb-0 first.
+			once.Do(func() { changed = f.Change("team-a", "sb-0", suspendedBy) })
 		}
-		return false
-	}
-	a.Mu.Unlock()
+		return nil
+	})
 	stats, err := r.Pass(context.Background())
 	require.NoError(t, err)
+	require.NoError(t, changed)
 	assert.Equal(t, 4, stats.Actions, "sb-0 converged under the reconciler's feet")
-	assert.Equal(t, 1, a.Count("GET get"), "only the conflicting sandbox was read again")
-	assert.Equal(t, 5, a.Count("PATCH patch"), "four patches and one 409")
+	assert.Equal(t, 1, f.Count("get", "sandboxes"), "only the conflicting sandbox was read again")
+	assert.Equal(t, 5, f.Count("patch", "sandboxes"), "four patches and one 409")
+	assert.False(t, running(t, f, "team-a", "sb-0"))
 }
 
 // TestConflictSeesRecreatedFence: the fence is absent when the pass reads
@@ -279,60 +286,65 @@ func TestConflictRedecides(t *testing.T) {
 // after the conflict reads the fence again instead of trusting the absence
 // it saw, and the sandbox is left running.
 func TestConflictSeesRecreatedFence(t *testing.T) {
-	a := drivertest.NewAPIServer(t, "v1beta1")
-	a.AddFence("team-a", "fence-a", 2)
-	a.AddSandbox("team-a", "sb-0", true, "fence-a", 2)
+	f := drivertest.NewFake(t, "v1beta1")
+	f.AddFence(t, "team-a", "fence-a", 2)
+	f.AddSandbox(t, "team-a", "sb-0", true, "fence-a", 2)
 	var mu sync.Mutex
 	fenceReads := 0
-	var once sync.Once
-	a.Mu.Lock()
-	a.Fail = func(w http.ResponseWriter, req *http.Request) bool {
-		switch {
-		case strings.Contains(req.URL.Path, "/namespaces/team-a/networkpolicies"):
-			mu.Lock()
-			defer mu.Unlock()
-			// The pass's read and the confirming read miss the fence.
-			if fenceReads++; fenceReads <= 2 {
-				drivertest.Status(w, http.StatusNotFound, "NotFound", "networkpolicies.networking.k8s.io \"sandbox-workload-fence\" not found")
-				return true
-			}
-		case req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/sb-0"):
-			once.Do(func() {
-				// Someone else writes sb-0 first: the patch gets a 409.
-				a.Mu.Lock()
-				a.Sandboxes["team-a/sb-0"]["metadata"].(map[string]any)["resourceVersion"] = a.NextRV()
-				a.Mu.Unlock()
-			})
+	f.Fault("get", "networkpolicies", func(a k8stesting.Action) error {
+		if a.GetNamespace() != "team-a" {
+			return nil
 		}
-		return false
-	}
-	a.Mu.Unlock()
-	stats, err := newReconciler(t, drivertest.NewDriver(t, a, nil)).Pass(context.Background())
+		mu.Lock()
+		defer mu.Unlock()
+		// The pass's read and the confirming read miss the fence.
+		if fenceReads++; fenceReads <= 2 {
+			return notFound(a)
+		}
+		return nil
+	})
+	var once sync.Once
+	var changed error
+	f.Fault("patch", "sandboxes", func(a k8stesting.Action) error {
+		if a.(k8stesting.PatchAction).GetName() == "sb-0" {
+			// Someone else writes sb-0 first: the patch gets a 409.
+			once.Do(func() { changed = f.Change("team-a", "sb-0", func(runtime.Object) {}) })
+		}
+		return nil
+	})
+	stats, err := newReconciler(t, f.Driver(t, nil)).Pass(context.Background())
 	require.NoError(t, err)
+	require.NoError(t, changed)
 	assert.Zero(t, stats.Actions)
-	assert.Equal(t, 1, a.Count("PATCH patch"), "the one patch that met the 409")
-	assert.Equal(t, 1, a.Count("GET get"), "sb-0 read again after the conflict")
+	assert.Equal(t, 1, f.Count("patch", "sandboxes"), "the one patch that met the 409")
+	assert.Equal(t, 1, f.Count("get", "sandboxes"), "sb-0 read again after the conflict")
 	mu.Lock()
 	assert.Equal(t, 3, fenceReads, "team-a's fence: the pass's read, the confirming read, and the read after the conflict")
 	mu.Unlock()
-	assert.Equal(t, "Running", a.Sandbox("team-a", "sb-0")["spec"].(map[string]any)["operatingMode"])
+	assert.True(t, running(t, f, "team-a", "sb-0"))
 }
 
-// TestListPaginates: a pass reads every page.
+// TestListPaginates: a pass reads every page of 500, as the API server
+// serves them.
 func TestListPaginates(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", false)
-	d := drivertest.NewDriver(t, a, nil, driver.WithPageSize(2))
-	stats, err := newReconciler(t, d).Pass(context.Background())
+	f := drivertest.NewFake(t, "v1beta1")
+	f.Paginate()
+	f.AddFence(t, "team-a", "fence-a", 2)
+	f.AddFence(t, "team-b", "fence-b", 2)
+	for i := 0; i < 1001; i++ {
+		f.AddSandbox(t, "team-a", fmt.Sprintf("sb-%04d", i), false, "fence-a", 1)
+	}
+	f.AddSandbox(t, "team-b", "sb-x", false, "fence-b", 1)
+	stats, err := newReconciler(t, f.Driver(t, nil)).Pass(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, 5, stats.Seen)
-	assert.Equal(t, 2+1, a.Count("GET list"), "team-a's four in pages of 2, team-b's one in one")
+	assert.Equal(t, 1002, stats.Seen)
+	assert.Equal(t, []int64{1, 500, 500, 500, 500}, f.Limits(), "the probe; team-a's 1001 in pages of 500; team-b's one in one")
 }
 
-// TestJitter: the waits between passes spread over period*(1±jitter), so
-// passes never beat in step with a timeout of the same length.
+// TestJitter: the waits between resyncs spread over period*(1±0.2), so
+// resyncs never beat in step with a timeout of the same length.
 func TestJitter(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", false)
-	r := newReconciler(t, drivertest.NewDriver(t, a, nil), reconciler.WithPeriod(10*time.Second), reconciler.WithJitter(0.2))
+	r := newReconciler(t, drivertest.NewFake(t, "v1beta1").Driver(t, nil), reconciler.WithPeriod(10*time.Second))
 	lo, hi := time.Duration(1<<62), time.Duration(0)
 	for i := 0; i < 1000; i++ {
 		w := reconciler.NextWait(r)
@@ -349,26 +361,22 @@ func TestJitter(t *testing.T) {
 // TestOneWriter: while a Run or a Pass is under way, another Run or Pass
 // of the same reconciler is refused, and once it ends the next one goes.
 func TestOneWriter(t *testing.T) {
-	a := drivertest.StaleFixture(t, "v1beta1", true)
-	// hold holds the first request whose path contains part until the
-	// returned channel is closed, and closes held when it arrives.
-	hold := func(part string) (held, release chan struct{}) {
+	f := drivertest.StaleFixture(t, "v1beta1", true)
+	// hold holds the next request of verb on resource until the returned
+	// channel is closed, and closes held when it arrives.
+	hold := func(verb, resource string) (held, release chan struct{}) {
 		held, release = make(chan struct{}), make(chan struct{})
 		var once sync.Once
-		a.Mu.Lock()
-		a.Fail = func(w http.ResponseWriter, r *http.Request) bool {
-			if strings.Contains(r.URL.Path, part) {
-				once.Do(func() {
-					close(held)
-					<-release
-				})
-			}
-			return false
-		}
-		a.Mu.Unlock()
+		f.Fault(verb, resource, func(k8stesting.Action) error {
+			once.Do(func() {
+				close(held)
+				<-release
+			})
+			return nil
+		})
 		return held, release
 	}
-	rec := newReconciler(t, drivertest.NewDriver(t, a, nil))
+	rec := newReconciler(t, f.Driver(t, nil))
 	// refusedRun is a Run that must be refused at once; one that is not
 	// ends with the deadline instead.
 	refusedRun := func() error {
@@ -378,7 +386,7 @@ func TestOneWriter(t *testing.T) {
 	}
 
 	// Run's first request is its probe of the served version.
-	held, release := hold("/apis/agents.x-k8s.io/")
+	held, release := hold("list", "sandboxes")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- rec.Run(ctx) }()
@@ -390,7 +398,7 @@ func TestOneWriter(t *testing.T) {
 	close(release)
 	assert.ErrorIs(t, <-done, context.Canceled)
 
-	held, release = hold("networkpolicies")
+	held, release = hold("get", "networkpolicies")
 	passed := make(chan error, 1)
 	go func() {
 		_, err := rec.Pass(context.Background())

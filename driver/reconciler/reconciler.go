@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -14,7 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/driver/internal"
+	"github.com/kubewire/kubewire/driver/internal/core"
 	"github.com/kubewire/kubewire/retry"
 )
 
@@ -22,7 +23,6 @@ import (
 type PassStats struct {
 	Seen     int
 	Actions  int
-	Warnings int
 	Errors   int
 	Duration time.Duration
 }
@@ -37,8 +37,6 @@ type ActionEvent struct {
 	// namespace's fence or sandboxes in a pass, or a sandbox whose fence is
 	// unknown in Run.
 	Type ActionType
-	// Warn says the action was a transition worth a warning and an Event.
-	Warn bool
 	// EventDropped says the warning's Event was over the driver's event
 	// limit (driver.WithEventLimit) and was not recorded; the warning is
 	// in the log.
@@ -63,26 +61,23 @@ type ActionEvent struct {
 // safe for concurrent use; a Run or Pass started while another is under way
 // fails with [ErrBusy].
 type Reconciler struct {
-	driver    *driver.Driver
-	core      core
+	core      *core.Core
 	period    time.Duration
-	jitter    float64
 	grace     time.Duration
 	workers   int
 	limiter   *rate.Limiter // nil: no write limit
 	election  *LeaderElection
 	observers observers
 	metrics   workqueue.MetricsProvider
-	scope     Scope
-	log       logr.Logger
+	// cluster, when not nil, overrides the choice of watches (tests).
+	cluster *bool
+	log     logr.Logger
 
 	mu sync.Mutex
 	// busy is set while a Run or a Pass is under way: only one writes.
 	busy bool
 	// synced is set once Run's caches have synced.
 	synced bool
-	// leading is set while Run's workers run.
-	leading bool
 	// written records, per sandbox, the resourceVersions that predate our
 	// last write (the one it was decided from, and any read again after a
 	// conflict), until the cache shows another: a cache that has not
@@ -105,18 +100,11 @@ func New(d *driver.Driver, opts ...Option) (*Reconciler, error) {
 			return nil, err
 		}
 	}
-	cr, err := coreOf(d)
-	if err != nil {
-		return nil, err
-	}
+	cr := core.Of(d)
 	r := &Reconciler{
-		driver: d, core: cr, period: c.period, jitter: c.jitter, grace: c.grace, workers: c.workers,
-		election:  c.election,
-		observers: c.observers, metrics: c.queueMetrics, scope: c.scope, log: cr.Logger(),
+		core: cr, period: c.period, grace: c.grace, workers: c.workers,
+		election: c.election, observers: c.observers, metrics: c.queueMetrics, log: cr.Log,
 		written: map[types.NamespacedName][]string{},
-	}
-	if c.log != nil {
-		r.log = *c.log
 	}
 	if c.writeBurst > 0 {
 		r.limiter = rate.NewLimiter(rate.Limit(c.writeQPS), c.writeBurst)
@@ -139,9 +127,13 @@ func (os observers) ObserveAction(e ActionEvent) {
 	}
 }
 
+// jitter spreads resyncs over period*(1±jitter): they never beat in step
+// with a timeout of the same length or with another replica's resync.
+const jitter = 0.2
+
 // next returns the jittered wait before the next resync.
 func (r *Reconciler) next() time.Duration {
-	f := 1 + r.jitter*(2*rand.Float64()-1)
+	f := 1 + jitter*(2*rand.Float64()-1)
 	return time.Duration(float64(r.period) * f)
 }
 
@@ -169,7 +161,7 @@ func (r *Reconciler) unclaim() {
 
 // Pass runs one full sweep from the API server: for each namespace it
 // reads the fence and lists the sandboxes (paginated), decides for each
-// sandbox with [Decide] and carries the actions out. It is for a program
+// sandbox (see the package doc) and carries the actions out. It is for a program
 // that reconciles once; while a Run or another Pass is under way it fails
 // with [ErrBusy]. A namespace whose fence or sandboxes cannot be read is
 // skipped: nothing is decided from unknown state. The error joins every
@@ -182,7 +174,7 @@ func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 	start := time.Now()
 	var stats PassStats
 	var errs []error
-	for _, ns := range r.driver.Namespaces() {
+	for _, ns := range r.core.Namespaces {
 		live, sandboxes, err := r.read(ctx, ns)
 		if err != nil {
 			stats.Errors++
@@ -202,34 +194,43 @@ func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 			}
 			if a.Type != ActionNone {
 				stats.Actions++
-				if a.Warn {
-					stats.Warnings++
-				}
 			}
 		}
 	}
 	stats.Duration = time.Since(start)
 	r.observers.ObservePass(stats)
-	r.log.V(1).Info("reconcile pass", "seen", stats.Seen, "actions", stats.Actions, "warnings", stats.Warnings, "errors", stats.Errors, "duration", stats.Duration)
+	r.log.V(1).Info("reconcile pass", "seen", stats.Seen, "actions", stats.Actions, "errors", stats.Errors, "duration", stats.Duration)
 	return stats, errors.Join(errs...)
 }
 
 // read returns ns's live fence and sandboxes from the API server.
-func (r *Reconciler) read(ctx context.Context, ns string) (LiveFence, []driver.Sandbox, error) {
+func (r *Reconciler) read(ctx context.Context, ns string) (liveFence, []core.Sandbox, error) {
 	live, err := r.readFence(ctx, ns, "")
 	if err != nil {
-		return LiveFence{}, nil, err
+		return liveFence{}, nil, err
 	}
 	sandboxes, err := r.core.List(ctx, ns)
-	return live, sandboxes, err
+	if err != nil {
+		return liveFence{}, nil, fail(ns, "", "listing sandboxes", err)
+	}
+	return live, sandboxes, nil
 }
 
-func (r *Reconciler) readFence(ctx context.Context, ns, name string) (LiveFence, error) {
+func (r *Reconciler) readFence(ctx context.Context, ns, name string) (liveFence, error) {
 	f, present, err := r.core.ReadFence(ctx, ns)
 	if err != nil {
-		return LiveFence{}, r.core.Error("reconcile", ns, name, err)
+		return liveFence{}, fail(ns, name, "reading the fence", err)
 	}
-	return LiveFence{Known: true, Present: present, Fence: f}, nil
+	return liveFence{known: true, present: present, fence: f}, nil
+}
+
+// fail returns err, of what the reconciler was doing about ns/name, with
+// both named; it keeps the chain whole.
+func fail(ns, name, doing string, err error) error {
+	if name == "" {
+		return fmt.Errorf("reconciler: %s of %s: %w", doing, ns, err)
+	}
+	return fmt.Errorf("reconciler: %s for sandbox %s/%s: %w", doing, ns, name, err)
 }
 
 // reconcile decides for s and carries the action out. It returns the
@@ -238,7 +239,7 @@ func (r *Reconciler) readFence(ctx context.Context, ns, name string) (LiveFence,
 // reports the action carried out; the caller reports the error. q, when
 // not nil, holds the sandbox's pending fence change, which a decision
 // settles and a failure leaves pending.
-func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *driver.Sandbox, live LiveFence, now time.Time) (Action, error) {
+func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *core.Sandbox, live liveFence, now time.Time) (action, error) {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	r.mu.Lock()
 	before, wrote := r.written[key]
@@ -250,11 +251,11 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *driver.Sandbox,
 	if wrote {
 		// The cache has not caught up with our own write; its event
 		// brings the sandbox back.
-		return Action{}, nil
+		return action{}, nil
 	}
-	live, a, err := r.decide(ctx, *s, live, now)
+	live, a, err := r.decideFresh(ctx, *s, live, now)
 	if err != nil {
-		return Action{}, err
+		return action{}, err
 	}
 	if a.Type == ActionNone {
 		q.settle(key)
@@ -262,21 +263,21 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *driver.Sandbox,
 	}
 	if r.limiter != nil {
 		if err := r.limiter.Wait(ctx); err != nil {
-			return a, r.core.Error("reconcile", s.Namespace, s.Name, err)
+			return a, fail(s.Namespace, s.Name, "waiting for the write limit", err)
 		}
 	}
 	before, dropped, err := r.act(ctx, s, live, now, a)
 	if err != nil {
-		return a, err
+		return a, fail(s.Namespace, s.Name, a.Type.name(), err)
 	}
 	fenced := q.settle(key)
 	if before == nil {
-		return Action{}, nil
+		return action{}, nil
 	}
 	r.mu.Lock()
 	r.written[key] = before
 	r.mu.Unlock()
-	ev := ActionEvent{Type: a.Type, Warn: a.Warn, EventDropped: dropped}
+	ev := ActionEvent{Type: a.Type, EventDropped: dropped}
 	if a.Type == ActionSuspend && !fenced.IsZero() {
 		ev.SinceFence = time.Since(fenced)
 	}
@@ -284,21 +285,21 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *driver.Sandbox,
 	return a, nil
 }
 
-// decide decides for s with [Decide]. A cache whose fence watch was
+// decideFresh decides for s with decide. A cache whose fence watch was
 // re-established has not yet seen what happened meanwhile: it can say
 // absent, or an old uid, for a fence created or re-created since. Before
 // suspending on that, decide gets the API server's word, and returns the
 // fence it decided from.
-func (r *Reconciler) decide(ctx context.Context, s driver.Sandbox, live LiveFence, now time.Time) (LiveFence, Action, error) {
-	a := Decide(s, live, now, r.grace)
-	if a.Type != ActionSuspend || live.Present && live.Fence.UID == s.Fence.UID {
+func (r *Reconciler) decideFresh(ctx context.Context, s core.Sandbox, live liveFence, now time.Time) (liveFence, action, error) {
+	a := decide(s, live, now, r.grace)
+	if a.Type != ActionSuspend || live.present && live.fence.UID == s.Fence.UID {
 		return live, a, nil
 	}
 	fresh, err := r.readFence(ctx, s.Namespace, s.Name)
 	if err != nil {
-		return live, Action{}, err
+		return live, action{}, err
 	}
-	return fresh, Decide(s, fresh, now, r.grace), nil
+	return fresh, decide(s, fresh, now, r.grace), nil
 }
 
 func (r *Reconciler) failed(t ActionType, err error) {
@@ -310,7 +311,7 @@ func (r *Reconciler) failed(t ActionType, err error) {
 // sandbox that converged meanwhile is left alone. When a patch was
 // applied it returns the resourceVersions that predate it, nil when none
 // was, and whether the warning's Event was dropped.
-func (r *Reconciler) act(ctx context.Context, s *driver.Sandbox, live LiveFence, now time.Time, a Action) ([]string, bool, error) {
+func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, now time.Time, a action) ([]string, bool, error) {
 	// The patches are guarded by resourceVersion: a re-sent copy fails
 	// with 409 and is decided again, so they are safe to retry.
 	ctx = retry.ContextWithIdempotent(ctx)
@@ -318,30 +319,30 @@ func (r *Reconciler) act(ctx context.Context, s *driver.Sandbox, live LiveFence,
 	var fenceErr error
 	var before []string
 	first := true
-	out, err := r.core.Patch(ctx, s, func(cur driver.Sandbox) internal.Change {
+	out, err := r.core.Update(ctx, s.Namespace, s.Name, s, func(cur core.Sandbox) *core.Patch {
 		patched = false
 		before = append(before, cur.ResourceVersion)
 		decided := a
 		if !first {
 			// cur was read again after a conflict: decide again, with the
 			// API server's fence where the cache's cannot be trusted.
-			if live, decided, fenceErr = r.decide(ctx, cur, live, now); fenceErr != nil {
-				return internal.NoChange
+			if live, decided, fenceErr = r.decideFresh(ctx, cur, live, now); fenceErr != nil {
+				return nil
 			}
 		}
 		first = false
 		if decided.Type != a.Type {
-			return internal.NoChange
+			return nil
 		}
 		switch a.Type {
 		case ActionSuspend, ActionRollback:
 			patched = true
-			return internal.Suspend
+			return core.SuspendPatch(cur.Version)
 		case ActionClearBootstrap:
 			patched = true
-			return internal.ClearBootstrap
+			return core.ClearBootstrapPatch()
 		}
-		return internal.NoChange
+		return nil
 	})
 	if err == nil {
 		err = fenceErr
@@ -354,9 +355,9 @@ func (r *Reconciler) act(ctx context.Context, s *driver.Sandbox, live LiveFence,
 	}
 	dropped := false
 	if a.Warn {
-		r.log.Info("warning: "+a.Message, "namespace", s.Namespace, "sandbox", s.Name, "action", a.Type.String(),
+		r.log.Info("warning: "+a.Message, "namespace", s.Namespace, "sandbox", s.Name, "action", a.Type.name(),
 			"recordedFenceUID", s.Fence.UID, "recordedFenceGeneration", s.Fence.Generation,
-			"liveFenceUID", live.Fence.UID, "liveFenceGeneration", live.Fence.Generation)
+			"liveFenceUID", live.fence.UID, "liveFenceGeneration", live.fence.Generation)
 		dropped = !r.core.Warn(out, a.Reason, actionVerb(a.Type), a.Message)
 	}
 	return before, dropped, nil

@@ -17,12 +17,13 @@ const probeBackoffCap = 30 * time.Second
 
 // Run reconciles until ctx is done, driven by events, and returns ctx's
 // error. It probes the served Sandbox version, starts informers for the
-// gateway's sandboxes and fences ([WithScope]), and waits for their
+// gateway's sandboxes and fences (per namespace, or for the whole
+// cluster from 10 namespaces; see the package doc), and waits for their
 // caches to sync: until then nothing is decided. A fence event queues every
 // sandbox of its namespace; a sandbox event queues that sandbox; every
 // period (jittered) the resync queues every cached sandbox. Workers take
 // sandboxes off a rate-limited queue, which never hands one sandbox to two
-// workers at once, decide with [Decide] from the cache and write through
+// workers at once, decide from the cache and write through
 // the resourceVersion-guarded patch; a failure queues the sandbox again
 // with backoff. While Run runs, a [Reconciler.Pass] or a second Run of
 // the same reconciler fails with [ErrBusy].
@@ -53,9 +54,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		version, err = r.core.Version(ctx)
 	}
 	cluster := r.clusterScope(ctx)
-	c := newCaches(r.core, version, r.driver.Namespaces(), cluster)
+	c := newCaches(r.core, version, cluster)
 	q := &queue{track: len(r.observers) > 0, metrics: r.metrics}
-	c.known = q.namespace(c, false)
 	for scope := range c.sandboxes {
 		if err := r.handle(c, q, scope); err != nil {
 			return err
@@ -122,8 +122,6 @@ func (r *Reconciler) handle(c *caches, q *queue, scope string) error {
 func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
 	wq := q.open()
 	defer q.close()
-	r.setLeading(true)
-	defer r.setLeading(false)
 	all := q.namespace(c, false)
 	for _, ns := range c.served {
 		all(ns)
@@ -176,9 +174,10 @@ func (r *Reconciler) work(ctx context.Context, c *caches, q *queue, wq workqueue
 	}
 	live, err := c.fence(key.Namespace)
 	if err != nil {
-		// Unknown is not absent: decide nothing, look again later.
+		// Not synced: unknown is not absent. Decide nothing, look again
+		// later.
 		r.log.V(1).Info("fence unknown; not deciding", "namespace", key.Namespace, "sandbox", key.Name, "reason", err.Error())
-		r.failed(ActionNone, r.core.Error("reconcile", key.Namespace, key.Name, err))
+		r.failed(ActionNone, fail(key.Namespace, key.Name, "reading the fence", err))
 		wq.AddRateLimited(key)
 		return true
 	}
@@ -223,7 +222,7 @@ type queue struct {
 func (q *queue) open() workqueue.TypedRateLimitingInterface[types.NamespacedName] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	cfg := workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: QueueName}
+	cfg := workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: queueName}
 	if q.metrics != nil {
 		q.term = &termMetrics{MetricsProvider: q.metrics}
 		cfg.MetricsProvider = q.term
@@ -333,23 +332,9 @@ func (q *queue) namespace(c *caches, fence bool) func(ns string) {
 	}
 }
 
-func (r *Reconciler) setLeading(v bool) {
-	r.mu.Lock()
-	r.leading = v
-	r.mu.Unlock()
-}
-
 // Synced reports whether Run's caches have synced: a readiness check.
 func (r *Reconciler) Synced() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.synced
-}
-
-// Leading reports whether Run's workers run: always once synced without
-// leader election, only while this replica holds the lease with it.
-func (r *Reconciler) Leading() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.leading
 }

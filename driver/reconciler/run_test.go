@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
@@ -53,7 +54,7 @@ func admitted(t *testing.T, r *drivertest.Rig, d *driver.Driver, prefix string, 
 	var names []string
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("%s-%d", prefix, i)
-		_, err := d.Create(ctx, r.NS, name, driver.CreateSpec{PodTemplate: drivertest.AgentPod})
+		_, err := d.Create(ctx, r.NS, name, drivertest.AgentPod)
 		require.NoError(t, err)
 		names = append(names, name)
 	}
@@ -64,11 +65,11 @@ func admitted(t *testing.T, r *drivertest.Rig, d *driver.Driver, prefix string, 
 }
 
 // counted creates n running sandboxes like admitted and returns them with
-// a driver whose writes counter counts.
-func counted(t *testing.T, r *drivertest.Rig, n int) ([]string, *drivertest.Writes, *driver.Driver) {
+// a driver of opts whose writes counter counts.
+func counted(t *testing.T, r *drivertest.Rig, n int, opts ...driver.Option) ([]string, *drivertest.Writes, *driver.Driver) {
 	names := admitted(t, r, r.Driver(t, nil), "sb", n)
 	counter := drivertest.NewWrites()
-	return names, counter, r.Driver(t, counter)
+	return names, counter, r.Driver(t, counter, opts...)
 }
 
 // waitFor waits until every named sandbox satisfies ok.
@@ -85,14 +86,48 @@ func waitFor(t *testing.T, d *driver.Driver, ns string, names []string, what str
 	}, drivertest.Settle, 20*time.Millisecond, "not every sandbox is %s", what)
 }
 
-func bootstrapDone(s driver.Sandbox) bool { return s.BootstrapStarted.IsZero() }
-func suspended(s driver.Sandbox) bool     { return !s.Running }
+func suspended(s driver.Sandbox) bool { return !s.Running }
+
+// waitBootstrapped waits until no named sandbox of r's namespace has a
+// bootstrap in progress: the reconciler clears the mark once a sandbox is
+// Ready. The driver's view does not show the mark; the object does.
+func waitBootstrapped(t *testing.T, r *drivertest.Rig, names []string) {
+	t.Helper()
+	cs, err := versioned.NewForConfig(r.Cfg)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for _, name := range names {
+			s, err := cs.AgentsV1beta1().Sandboxes(r.NS).Get(context.Background(), name, metav1.GetOptions{})
+			if !assert.NoError(t, err) {
+				return false
+			}
+			if _, ok := s.Annotations[drivertest.AnnBootstrap]; ok {
+				return false
+			}
+		}
+		return true
+	}, drivertest.Settle, 20*time.Millisecond, "not every sandbox's bootstrap mark is cleared")
+}
+
+// The reconciler's log lines when a leadership term's workers start, and
+// once they have stopped.
+const (
+	startedLeading = `"msg"="leading"`
+	stoppedLeading = `"msg"="stopped leading"`
+)
+
+// terms counts the leadership terms l's reconciler has started.
+func terms(l *drivertest.Logs) int { return l.Count(startedLeading) }
+
+// leads reports whether l's reconciler is in a leadership term: its
+// workers have started and not stopped.
+func leads(l *drivertest.Logs) bool { return l.Count(startedLeading) > l.Count(stoppedLeading) }
 
 // moveFence changes the fence's spec, so the API server bumps its
 // generation, and returns when that happened.
 func moveFence(t *testing.T, r *drivertest.Rig) time.Time {
 	ctx := context.Background()
-	np, err := r.CS.NetworkingV1().NetworkPolicies(r.NS).Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
+	np, err := r.CS.NetworkingV1().NetworkPolicies(r.NS).Get(ctx, drivertest.FenceName, metav1.GetOptions{})
 	require.NoError(t, err)
 	if slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
 		np.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
@@ -114,21 +149,74 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(float64(len(s))*p))]
 }
 
+// TestRunOnFakes: Run on client-go's fake clientsets. Sandboxes admitted
+// under the current fences are left alone; a fence's generation moving on
+// (its informer's event, not a resync: the period is an hour) suspends the
+// running sandboxes of its namespace, each once, with a warning and an
+// Event, each timed from the fence change; the other namespace is not
+// touched.
+func TestRunOnFakes(t *testing.T) {
+	f := drivertest.NewFake(t, "v1beta1")
+	f.AddFence(t, "team-a", "fence-a", 2)
+	f.AddFence(t, "team-b", "fence-b", 2)
+	names := []string{"sb-0", "sb-1", "sb-2"}
+	for _, name := range names {
+		f.AddSandbox(t, "team-a", name, true, "fence-a", 2)
+	}
+	f.AddSandbox(t, "team-a", "stopped", false, "fence-a", 2)
+	f.AddSandbox(t, "team-b", "sb-x", true, "fence-b", 2)
+	var l drivertest.Logs
+	var mu sync.Mutex
+	var events []reconciler.ActionEvent
+	rec := newReconciler(t, f.Driver(t, &l), reconciler.WithPeriod(time.Hour), reconciler.WithObserver(&observer{action: func(e reconciler.ActionEvent) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}}))
+	runReconciler(t, rec)
+	require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond)
+
+	f.AddFence(t, "team-a", "fence-a", 3)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, name := range names {
+			run, err := f.Running("team-a", name)
+			assert.NoError(c, err)
+			assert.False(c, run, "%s suspended", name)
+		}
+		assert.Equal(c, len(names), f.Count("create", "events"), "one Event per suspension")
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Len(c, events, len(names), "one action per suspension")
+	}, drivertest.Settle, 10*time.Millisecond)
+	patched := map[string]int{}
+	for _, a := range f.Actions("patch", "sandboxes") {
+		patched[a.(k8stesting.PatchAction).GetName()]++
+	}
+	assert.Equal(t, map[string]int{"sb-0": 1, "sb-1": 1, "sb-2": 1}, patched, "each running sandbox of team-a patched once; no other")
+	assert.True(t, running(t, f, "team-b", "sb-x"), "team-b's fence did not change")
+	assert.Len(t, f.Events(context.Background(), t), len(names))
+	assert.Equal(t, len(names), l.Count(staleWarning))
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range events {
+		assert.Equal(t, reconciler.ActionSuspend, e.Type)
+		assert.NoError(t, e.Err)
+		assert.Positive(t, e.SinceFence, "timed from the fence change")
+	}
+}
+
 // TestRunFenceChange: a fence generation change makes every running
 // sandbox of the namespace suspended, once each, with one Event each,
 // driven by the fence's watch event, not by a period.
 func TestRunFenceChange(t *testing.T) { scopes(t, runFenceChange) }
 
-func runFenceChange(t *testing.T, scope reconciler.Scope) {
+func runFenceChange(t *testing.T, cluster bool) {
 	r := drivertest.CurrentRig(t)
 	const n = 20
 	names, counter, d := counted(t, r, n)
-	rec := newReconciler(t, d, reconciler.WithScope(scope), reconciler.WithPeriod(time.Hour))
+	rec := scoped(t, d, cluster, reconciler.WithPeriod(time.Hour))
 	runReconciler(t, rec)
-	waitFor(t, d, r.NS, names, "admitted", bootstrapDone)
-	s, err := d.Get(context.Background(), r.NS, names[0])
-	require.NoError(t, err)
-	assert.NotEmpty(t, s.Conditions, "Get reads the API server, not the reconciler's lean cache")
+	waitBootstrapped(t, r, names)
 	counter.Reset()
 
 	changed := moveFence(t, r)
@@ -157,7 +245,7 @@ func TestFenceChangeAtDefaults(t *testing.T) {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("sb-%d", i)
-		_, err := watch.Create(context.Background(), r.NS, names[i], driver.CreateSpec{PodTemplate: drivertest.AgentPod})
+		_, err := watch.Create(context.Background(), r.NS, names[i], drivertest.AgentPod)
 		require.NoError(t, err)
 	}
 	cfg := rest.CopyConfig(r.Cfg)
@@ -193,7 +281,7 @@ func TestFenceChangeAtDefaults(t *testing.T) {
 // once, and the API server refuses none for a stale resourceVersion.
 func TestRunSeedRegression(t *testing.T) { scopes(t, runSeedRegression) }
 
-func runSeedRegression(t *testing.T, scope reconciler.Scope) {
+func runSeedRegression(t *testing.T, cluster bool) {
 	r := drivertest.CurrentRig(t)
 	plain := r.Driver(t, nil)
 	names := admitted(t, r, plain, "sb", 5)
@@ -205,9 +293,9 @@ func runSeedRegression(t *testing.T, scope reconciler.Scope) {
 	var l drivertest.Logs
 	d := r.Driver(t, counter, driver.WithLogger(l.Logger()))
 	m, reg := metrics(t)
-	rec := newReconciler(t, d, reconciler.WithScope(scope), reconciler.WithPeriod(time.Second), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m))
+	rec := scoped(t, d, cluster, reconciler.WithPeriod(time.Second), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m.Queue()))
 	runReconciler(t, rec)
-	waitFor(t, d, r.NS, names[:2], "admitted", bootstrapDone)
+	waitBootstrapped(t, r, names[:2])
 	counter.Settled(t)
 	counter.Reset()
 	counter.Refused()
@@ -241,31 +329,32 @@ const resynced = "resync queued every cached sandbox"
 
 // TestLeaderElection: two replicas on one API server; exactly one writes;
 // when the leader stops, the other takes over and acts on a fence change
-// made afterwards; no sandbox is patched twice for one transition.
+// made afterwards; no sandbox is patched twice for one transition. Who
+// leads is read from each replica's log.
 func TestLeaderElection(t *testing.T) { scopes(t, leaderElection) }
 
-func leaderElection(t *testing.T, scope reconciler.Scope) {
+func leaderElection(t *testing.T, cluster bool) {
 	r := drivertest.CurrentRig(t)
 	plain := r.Driver(t, nil)
 	lease := func(id string) reconciler.LeaderElection {
-		return reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id,
-			LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 100 * time.Millisecond}
+		return reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id, LeaseDuration: 5 * time.Second}
 	}
 	type replica struct {
 		counter *drivertest.Writes
+		logs    *drivertest.Logs
 		rec     *reconciler.Reconciler
 		stop    func()
 	}
 	var replicas []*replica
 	for _, id := range []string{"a", "b"} {
-		c := drivertest.NewWrites()
-		rec := newReconciler(t, r.Driver(t, c), reconciler.WithScope(scope), reconciler.WithPeriod(time.Hour), reconciler.WithLeaderElection(lease(id)))
-		replicas = append(replicas, &replica{counter: c, rec: rec, stop: runReconciler(t, rec)})
+		c, l := drivertest.NewWrites(), new(drivertest.Logs)
+		rec := scoped(t, r.Driver(t, c, driver.WithLogger(l.Logger())), cluster, reconciler.WithPeriod(time.Hour), reconciler.WithLeaderElection(lease(id)))
+		replicas = append(replicas, &replica{counter: c, logs: l, rec: rec, stop: runReconciler(t, rec)})
 	}
 	var leader, follower *replica
 	require.Eventually(t, func() bool {
 		for i, rp := range replicas {
-			if rp.rec.Leading() {
+			if leads(rp.logs) {
 				leader, follower = rp, replicas[1-i]
 				return true
 			}
@@ -274,7 +363,7 @@ func leaderElection(t *testing.T, scope reconciler.Scope) {
 	}, drivertest.Settle, 20*time.Millisecond)
 
 	names := admitted(t, r, plain, "sb", 4)
-	waitFor(t, plain, r.NS, names, "admitted", bootstrapDone)
+	waitBootstrapped(t, r, names)
 	// The bootstrap clears race agent-sandbox's controller, whose status
 	// writes can make the API server refuse one (409) and the leader
 	// decide again; the fence change races nothing but the leader itself.
@@ -283,7 +372,7 @@ func leaderElection(t *testing.T, scope reconciler.Scope) {
 	leader.counter.Refused()
 	moveFence(t, r)
 	waitFor(t, plain, r.NS, names, "suspended", suspended)
-	assert.False(t, follower.rec.Leading())
+	assert.Zero(t, terms(follower.logs), "the follower never led")
 	leader.counter.Settled(t)
 	sent := leader.counter.Reset()
 	for _, name := range names {
@@ -296,18 +385,22 @@ func leaderElection(t *testing.T, scope reconciler.Scope) {
 
 	leader.stop()
 	stopped := time.Now()
-	require.Eventually(t, follower.rec.Leading, drivertest.Settle, 20*time.Millisecond, "the follower takes over")
+	require.Eventually(t, func() bool { return leads(follower.logs) }, drivertest.Settle, 20*time.Millisecond, "the follower takes over")
 	// The old leader released the lease once its workers had stopped
 	// (client-go's ReleaseOnCancel): the follower need not wait for it to
-	// expire.
+	// expire. A follower tries every 2/15 of the lease duration, jittered
+	// up to 2.2 times that, 0.3 of it; one that waits for the lease to
+	// expire leads at least 13/15 of it after the leader's last renewal.
 	took := time.Since(stopped)
 	t.Logf("the follower leads %v after the leader stopped", took)
-	assert.Less(t, took, lease("").LeaseDuration/2, "the follower waited for the lease to expire")
+	assert.Less(t, took, lease("").LeaseDuration*3/4, "the follower waited for the lease to expire")
+	assert.Equal(t, 1, leader.logs.Count(stoppedLeading), "the old leader's workers stopped")
 	for _, name := range names {
 		_, err := plain.Start(context.Background(), r.NS, name)
 		require.NoError(t, err)
 	}
-	waitFor(t, plain, r.NS, names, "ready again", func(s driver.Sandbox) bool { return s.Phase == driver.PhaseReady && bootstrapDone(s) })
+	waitFor(t, plain, r.NS, names, "ready again", func(s driver.Sandbox) bool { return s.Phase == driver.PhaseReady })
+	waitBootstrapped(t, r, names)
 	follower.counter.Settled(t)
 	follower.counter.Reset()
 	follower.counter.Refused()
@@ -330,8 +423,7 @@ func TestLeaseReleasedAfterWorkers(t *testing.T) {
 	r := drivertest.CurrentRig(t)
 	plain := r.Driver(t, nil)
 	lease := func(id string) reconciler.Option {
-		return reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id,
-			LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 100 * time.Millisecond})
+		return reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id, LeaseDuration: 5 * time.Second})
 	}
 	var armed sync.Once
 	hold, held, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -349,17 +441,18 @@ func TestLeaseReleasedAfterWorkers(t *testing.T) {
 			return rt.RoundTrip(req)
 		})
 	})
-	a, err := driver.New(cfg, "gw", []string{r.NS})
+	var la, lb drivertest.Logs
+	a, err := driver.New(cfg, "gw", []string{r.NS}, driver.WithLogger(la.Logger()))
 	require.NoError(t, err)
 	t.Cleanup(a.Close)
 	leader := newReconciler(t, a, reconciler.WithPeriod(time.Hour), lease("a"))
 	stopLeader := runReconciler(t, leader)
-	require.Eventually(t, leader.Leading, drivertest.Settle, 20*time.Millisecond)
-	follower := newReconciler(t, r.Driver(t, nil), reconciler.WithPeriod(time.Hour), lease("b"))
+	require.Eventually(t, func() bool { return leads(&la) }, drivertest.Settle, 20*time.Millisecond)
+	follower := newReconciler(t, r.Driver(t, nil, driver.WithLogger(lb.Logger())), reconciler.WithPeriod(time.Hour), lease("b"))
 	runReconciler(t, follower)
 
 	names := admitted(t, r, plain, "sb", 1)
-	waitFor(t, plain, r.NS, names, "admitted", bootstrapDone)
+	waitBootstrapped(t, r, names)
 	close(hold)
 	moveFence(t, r)
 	select {
@@ -372,10 +465,12 @@ func TestLeaseReleasedAfterWorkers(t *testing.T) {
 		defer close(stopped)
 		stopLeader()
 	}()
-	assert.Never(t, follower.Leading, time.Second, 20*time.Millisecond, "the follower leads while the old leader's write is under way")
+	assert.Never(t, func() bool { return leads(&lb) }, time.Second, 20*time.Millisecond, "the follower leads while the old leader's write is under way")
+	assert.Zero(t, la.Count(stoppedLeading), "the old leader's worker is inside its write")
 	close(release)
 	<-stopped
-	require.Eventually(t, follower.Leading, drivertest.Settle, 20*time.Millisecond, "the follower takes over")
+	assert.Equal(t, 1, la.Count(stoppedLeading), "the old leader's workers stopped")
+	require.Eventually(t, func() bool { return leads(&lb) }, drivertest.Settle, 20*time.Millisecond, "the follower takes over")
 	waitFor(t, plain, r.NS, names, "suspended", suspended)
 }
 
@@ -384,12 +479,13 @@ func TestLeaseReleasedAfterWorkers(t *testing.T) {
 // expires, so that they never run beside the follower that takes over.
 // client-go releases the lease before it ends the term's context, and its
 // release waited for workers that only that context could stop: they ran
-// on until the release gave up, a renew deadline later.
+// on until the release gave up, a renew deadline later. The old leader
+// logs "stopped leading" once its workers have stopped; the follower
+// "leading" once it holds the lease.
 func TestLostLeaseStopsWorkers(t *testing.T) {
 	r := drivertest.CurrentRig(t)
 	lease := func(id string) reconciler.Option {
-		return reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id,
-			LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 100 * time.Millisecond})
+		return reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id, LeaseDuration: 5 * time.Second})
 	}
 	var renewals atomic.Bool // fail the leader's lease writes
 	cfg := rest.CopyConfig(r.Cfg)
@@ -401,34 +497,37 @@ func TestLostLeaseStopsWorkers(t *testing.T) {
 			return rt.RoundTrip(req)
 		})
 	})
-	a, err := driver.New(cfg, "gw", []string{r.NS})
+	var la, lb drivertest.Logs
+	a, err := driver.New(cfg, "gw", []string{r.NS}, driver.WithLogger(la.Logger()))
 	require.NoError(t, err)
 	t.Cleanup(a.Close)
 	leader := newReconciler(t, a, reconciler.WithPeriod(time.Hour), lease("a"))
 	runReconciler(t, leader)
-	require.Eventually(t, leader.Leading, drivertest.Settle, 20*time.Millisecond)
-	follower := newReconciler(t, r.Driver(t, nil), reconciler.WithPeriod(time.Hour), lease("b"))
+	require.Eventually(t, func() bool { return leads(&la) }, drivertest.Settle, 20*time.Millisecond)
+	follower := newReconciler(t, r.Driver(t, nil, driver.WithLogger(lb.Logger())), reconciler.WithPeriod(time.Hour), lease("b"))
 	runReconciler(t, follower)
 
 	renewals.Store(true)
 	both := false
 	require.Eventually(t, func() bool {
-		f := follower.Leading()
-		both = both || f && leader.Leading()
+		// The follower first: a leader seen leading after it was seen
+		// leading ran beside it.
+		f := leads(&lb)
+		both = both || f && leads(&la)
 		return f
 	}, drivertest.Settle, 10*time.Millisecond, "the follower takes over")
 	assert.False(t, both, "the old leader's workers ran beside the new leader's")
-	assert.False(t, leader.Leading())
+	assert.False(t, leads(&la))
 }
 
 // TestWatchBreak: the connection under the informers is reset and new
-// ones are refused; while the fence cannot be watched or listed it is
-// unknown, even though it was deleted meanwhile, and nothing is written.
-// Once the informer lists again, the API server's answer (absent) is acted
+// ones are refused, and the fence is deleted meanwhile; nothing is
+// written. Once the informer lists again, the API server's answer (absent)
+// is acted
 // on: every running sandbox is suspended.
 func TestWatchBreak(t *testing.T) { scopes(t, watchBreak) }
 
-func watchBreak(t *testing.T, scope reconciler.Scope) {
+func watchBreak(t *testing.T, cluster bool) {
 	r := drivertest.CurrentRig(t)
 	names := admitted(t, r, r.Driver(t, nil), "sb", 3)
 	u, err := url.Parse(r.Cfg.Host)
@@ -443,8 +542,8 @@ func watchBreak(t *testing.T, scope reconciler.Scope) {
 	counter := drivertest.NewWrites()
 	d := viaProxy.Driver(t, counter)
 	unknown := make(chan error, 100)
-	rec := newReconciler(t, d, reconciler.WithScope(scope), reconciler.WithPeriod(time.Second), reconciler.WithObserver(reconciler.ObserverFuncs{
-		Action: func(ev reconciler.ActionEvent) {
+	rec := scoped(t, d, cluster, reconciler.WithPeriod(time.Second), reconciler.WithObserver(&observer{
+		action: func(ev reconciler.ActionEvent) {
 			if ev.Err != nil {
 				select {
 				case unknown <- ev.Err:
@@ -455,24 +554,15 @@ func watchBreak(t *testing.T, scope reconciler.Scope) {
 	}))
 	runReconciler(t, rec)
 	plain := r.Driver(t, nil)
-	waitFor(t, plain, r.NS, names, "admitted", bootstrapDone)
+	waitBootstrapped(t, r, names)
 	counter.Reset()
 
-	for len(unknown) > 0 {
-		<-unknown
-	}
 	proxy.SetFault(faultproxy.ResetBeforeForward)
 	proxy.ResetAll()
-	require.NoError(t, r.CS.NetworkingV1().NetworkPolicies(r.NS).Delete(context.Background(), driver.DefaultFenceName, metav1.DeleteOptions{}))
-	// The resync hands every sandbox to a worker, which finds the fence
-	// unknown and decides nothing.
-	select {
-	case err := <-unknown:
-		assert.ErrorContains(t, err, "fence")
-	case <-time.After(drivertest.Settle):
-		t.Fatal("the fence never became unknown")
-	}
-	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "nothing written while the fence is unknown")
+	require.NoError(t, r.CS.NetworkingV1().NetworkPolicies(r.NS).Delete(context.Background(), drivertest.FenceName, metav1.DeleteOptions{}))
+	// While the watch is broken the cache still shows the fence: the
+	// resync decides nothing from it, and no write could pass anyway.
+	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "nothing written while the watch is broken")
 	for _, name := range names {
 		s, err := plain.Get(context.Background(), r.NS, name)
 		require.NoError(t, err)
@@ -489,10 +579,25 @@ func watchBreak(t *testing.T, scope reconciler.Scope) {
 
 // scopes runs test with the reconciler watching each namespace, and the
 // whole cluster.
-func scopes(t *testing.T, test func(t *testing.T, scope reconciler.Scope)) {
-	for _, s := range []reconciler.Scope{reconciler.ScopeNamespaced, reconciler.ScopeCluster} {
-		t.Run(s.String(), func(t *testing.T) { test(t, s) })
+func scopes(t *testing.T, test func(t *testing.T, cluster bool)) {
+	t.Run("namespaced", func(t *testing.T) { test(t, false) })
+	t.Run("cluster", func(t *testing.T) { test(t, true) })
+}
+
+// scoped returns a reconciler of d that watches the whole cluster, or each
+// namespace, whatever their count and the API server's answers.
+func scoped(t *testing.T, d *driver.Driver, cluster bool, opts ...reconciler.Option) *reconciler.Reconciler {
+	rec := newReconciler(t, d, opts...)
+	reconciler.SetClusterScope(rec, cluster)
+	return rec
+}
+
+// scopeName names the scope of a test's objects.
+func scopeName(cluster bool) string {
+	if cluster {
+		return "cluster"
 	}
+	return "namespaced"
 }
 
 // TestRelist: after the connection under the informers breaks, each
@@ -502,9 +607,9 @@ func scopes(t *testing.T, test func(t *testing.T, scope reconciler.Scope)) {
 // cannot, nothing is written; once they have, a fence change is acted on.
 func TestRelist(t *testing.T) { scopes(t, relist) }
 
-func relist(t *testing.T, scope reconciler.Scope) {
+func relist(t *testing.T, cluster bool) {
 	const n, perNamespace = 12, 50 // more sandboxes than a list page
-	gw := "relist-" + scope.String()
+	gw := "relist-" + scopeName(cluster)
 	cfg, namespaces := scaleRig(t, gw, n, perNamespace)
 	u, err := url.Parse(cfg.Host)
 	require.NoError(t, err)
@@ -520,14 +625,14 @@ func relist(t *testing.T, scope reconciler.Scope) {
 	d, err := driver.New(viaProxy, gw, namespaces)
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
-	rec := newReconciler(t, d, reconciler.WithScope(scope), reconciler.WithPeriod(time.Hour))
+	rec := scoped(t, d, cluster, reconciler.WithPeriod(time.Hour))
 	runReconciler(t, rec)
 	require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond)
 	lists.reset()
 	counter.Reset()
 
 	per := 1
-	if scope == reconciler.ScopeNamespaced {
+	if !cluster {
 		per = n
 	}
 	// Every informer's watch breaks, and its next one fails: only then
@@ -639,7 +744,7 @@ func TestClusterScopeServesItsNamespaces(t *testing.T) {
 	d, err := driver.New(cfg, "served", []string{served})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
-	rec := newReconciler(t, d, reconciler.WithScope(reconciler.ScopeCluster), reconciler.WithPeriod(time.Hour))
+	rec := scoped(t, d, true, reconciler.WithPeriod(time.Hour))
 	runReconciler(t, rec)
 	require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond)
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -655,6 +760,6 @@ func TestClusterScopeServesItsNamespaces(t *testing.T) {
 	require.Len(t, list.Items, 3)
 	for _, s := range list.Items {
 		assert.NotEqual(t, sandboxv1beta1.SandboxOperatingModeSuspended, s.Spec.OperatingMode, "%s/%s is not the driver's to suspend", other, s.Name)
-		assert.NotContains(t, s.Annotations, driver.AnnotationBootstrap)
+		assert.NotContains(t, s.Annotations, drivertest.AnnBootstrap)
 	}
 }

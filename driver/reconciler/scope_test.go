@@ -22,17 +22,17 @@ import (
 	"github.com/kubewire/kubewire/driver/reconciler"
 )
 
-// TestScopeAuto: ScopeAuto watches the whole cluster from
-// DefaultClusterThreshold namespaces on, when the API server says this
-// client may list and watch both sandboxes and network policies in every
-// namespace. Below the threshold it does not ask; when RBAC grants one of
-// the four only per namespace, or when it cannot ask, it watches each
-// namespace, says why, and still syncs. The watches are read at the
+// TestScopeAuto: Run watches the whole cluster from 10 namespaces on,
+// when the API server says this client may list and watch both sandboxes
+// and network policies in every namespace. Below the threshold it does
+// not ask; when RBAC grants one of the four only per namespace, or when it
+// cannot ask, it watches each namespace, says why (in the driver's log),
+// and still syncs. The watches are read at the
 // transport: a cluster-wide one has no namespace in its path. The RBAC
 // cases run as users the admin impersonates, each bound to its rules.
 func TestScopeAuto(t *testing.T) {
 	const gw = "auto"
-	cfg, namespaces := scaleRig(t, gw, reconciler.DefaultClusterThreshold, 1)
+	cfg, namespaces := scaleRig(t, gw, clusterThreshold, 1)
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	read := []string{"get", "list", "watch"}
@@ -50,7 +50,7 @@ func TestScopeAuto(t *testing.T) {
 		wantReviews int
 		wantLog     string
 	}{
-		{name: "below the threshold", namespaces: namespaces[:reconciler.DefaultClusterThreshold-1]},
+		{name: "below the threshold", namespaces: namespaces[:clusterThreshold-1]},
 		{name: "at the threshold", namespaces: namespaces, wantCluster: true, wantReviews: 4,
 			wantLog: `"msg"="watching the whole cluster" "namespaces"=10`},
 		{name: "namespaced RBAC", namespaces: namespaces, user: "scope-auto-roles", roles: []rbacv1.PolicyRule{sandboxes, fences}, wantReviews: 1,
@@ -71,11 +71,11 @@ func TestScopeAuto(t *testing.T) {
 			var w scopeWatch
 			w.fail = tt.failReviews
 			c.Wrap(w.wrap)
-			d, err := driver.New(c, gw, tt.namespaces)
+			var l drivertest.Logs
+			d, err := driver.New(c, gw, tt.namespaces, driver.WithLogger(l.Logger()))
 			require.NoError(t, err)
 			t.Cleanup(d.Close)
-			var l drivertest.Logs
-			rec := newReconciler(t, d, reconciler.WithLogger(l.Logger()), reconciler.WithPeriod(time.Hour))
+			rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour))
 			runReconciler(t, rec)
 			require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond, "the caches never synced")
 
@@ -94,6 +94,10 @@ func TestScopeAuto(t *testing.T) {
 		})
 	}
 }
+
+// clusterThreshold is how many namespaces make Run watch the whole
+// cluster, when the API server allows it (the package doc).
+const clusterThreshold = 10
 
 // bind grants user the rules roles in each of namespaces, and cluster
 // in a ClusterRole, if any.

@@ -39,7 +39,9 @@ func newCountingAPIServer(t *testing.T) *countingAPIServer {
 // gatewayFor serves the gateway, for namespace team-a, in front of the API
 // server at host.
 func gatewayFor(t *testing.T, host string) client {
-	d, err := driver.New(&rest.Config{Host: host}, "gw", []string{"team-a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(time.Second)))
+	cfg := &rest.Config{Host: host}
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(time.Second)))
+	d, err := driver.New(cfg, "gw", []string{"team-a"})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), testr.New(t)))

@@ -31,10 +31,10 @@
 // the balancer closes idle connections, never reusing one the gateway has
 // just closed.
 //
-// -scope chooses the reconciler's watches: namespaced opens two per
-// namespace, cluster two for all namespaces, auto (the default) cluster
-// from 10 namespaces when RBAC allows it. rbac/ holds the RBAC of each
-// mode; TestRBAC runs the gateway under exactly that.
+// The reconciler chooses its watches itself: two per namespace below 10
+// namespaces, and from 10 on two for the whole cluster when RBAC allows
+// it. rbac/ holds the RBAC of each; TestRBAC runs the gateway under
+// exactly that.
 //
 // Routes:
 //
@@ -80,6 +80,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -117,9 +118,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:8080", "address to serve the API on")
 	gateway := fs.String("gateway", "gateway", "this gateway's name, a label value")
 	namespaces := fs.String("namespace", "default", "comma-separated namespaces the gateway manages")
-	period := fs.Duration("period", reconciler.DefaultPeriod, "resync period of the reconciler (jittered); events drive it")
+	period := fs.Duration("period", 10*time.Minute, "resync period of the reconciler (jittered); events drive it")
 	replicas := fs.Int("replicas", 1, "how many replicas of this gateway run; above 1, they elect a leader")
-	leaseNS := fs.String("lease-namespace", "", "namespace of the leader election Lease (default: the first -namespace)")
+	leaseNS := fs.String("lease-namespace", "", "namespace of the leader election Lease (default: the first -namespace in sorted order)")
 	leaseName := fs.String("lease-name", "", "name of the leader election Lease (default: <gateway>-reconciler)")
 	once := fs.Bool("once", false, "run one reconcile pass and exit")
 	grace := fs.Duration("shutdown-grace", defaultShutdownGrace, "on SIGTERM or SIGINT, how long requests in flight have to be answered before they are cut off")
@@ -127,8 +128,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	requestTimeout := fs.Duration("request-timeout", defaultRequestTimeout, "how long the gateway works on a request, its API server calls included, before it answers 503; less than -write-timeout")
 	writeTimeout := fs.Duration("write-timeout", defaultWriteTimeout, "how long the gateway has, from the end of a request's headers, to write the whole answer")
 	idleTimeout := fs.Duration("idle-timeout", defaultIdleTimeout, "how long a keep-alive connection may wait for its next request; above the idle timeout of a load balancer in front")
-	scope := scopeFlag(reconciler.ScopeAuto)
-	fs.Var(&scope, "scope", fmt.Sprintf("the reconciler's watches: namespaced (per namespace), cluster (one for all namespaces; needs a ClusterRole), or auto: cluster from %d namespaces if RBAC allows it (default auto)", reconciler.DefaultClusterThreshold))
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -159,19 +158,26 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	stderr = redact.Writer{W: stderr, Host: cfg.Host}
 	log := logr.FromSlogHandler(slog.NewTextHandler(stderr, nil))
 	reg, m, rm := newRegistry()
-	d, err := driver.New(cfg, *gateway, strings.Split(*namespaces, ","), driver.WithLogger(log),
-		driver.WithAdapterOptions(kubeadapter.WithObserver(m)))
+	// kubewire's stack, with the gateway's observer and logger: the
+	// driver keeps a stack the config carries, and its options.
+	if err := kubeadapter.Apply(cfg, kubeadapter.WithObserver(m), kubeadapter.WithLogger(log)); err != nil {
+		fmt.Fprintf(stderr, "gateway: %v\n", err)
+		return 2
+	}
+	// Sorted, as the driver keeps them, so that replicas given the same
+	// namespaces in another order agree on the Lease's.
+	nss := slices.Compact(slices.Sorted(slices.Values(strings.Split(*namespaces, ","))))
+	d, err := driver.New(cfg, *gateway, nss, driver.WithLogger(log))
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		return 2
 	}
 	defer d.Close()
-	opts := []reconciler.Option{reconciler.WithPeriod(*period), reconciler.WithScope(reconciler.Scope(scope)),
-		reconciler.WithObserver(rm), reconciler.WithQueueMetrics(rm)}
+	opts := []reconciler.Option{reconciler.WithPeriod(*period), reconciler.WithObserver(rm), reconciler.WithQueueMetrics(rm.Queue())}
 	if *replicas > 1 {
 		le := reconciler.LeaderElection{Namespace: *leaseNS, Name: *leaseName}
 		if le.Namespace == "" {
-			le.Namespace = d.Namespaces()[0]
+			le.Namespace = nss[0]
 		}
 		if le.Name == "" {
 			le.Name = *gateway + "-reconciler"
@@ -188,7 +194,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if *once {
 		stats, err := rec.Pass(ctx)
-		log.Info("reconcile pass", "seen", stats.Seen, "actions", stats.Actions, "warnings", stats.Warnings, "errors", stats.Errors)
+		log.Info("reconcile pass", "seen", stats.Seen, "actions", stats.Actions, "errors", stats.Errors)
 		if err != nil {
 			fmt.Fprintf(stderr, "gateway: %v\n", err)
 			return 1
@@ -233,7 +239,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	// The address as bound: with port 0, the one the system chose.
-	log.Info("serving", "addr", ln.Addr().String(), "namespaces", d.Namespaces())
+	log.Info("serving", "addr", ln.Addr().String(), "namespaces", nss)
 	code := 0
 	var serveErr error
 	select {
@@ -305,27 +311,11 @@ func withTimeout(h http.Handler, d time.Duration) http.Handler {
 	})
 }
 
-// scopeFlag is -scope: a [reconciler.Scope] by its name.
-type scopeFlag reconciler.Scope
-
-func (s *scopeFlag) String() string { return reconciler.Scope(*s).String() }
-
-func (s *scopeFlag) Set(v string) error {
-	for _, sc := range []reconciler.Scope{reconciler.ScopeAuto, reconciler.ScopeNamespaced, reconciler.ScopeCluster} {
-		if v == sc.String() {
-			*s = scopeFlag(sc)
-			return nil
-		}
-	}
-	return errors.New("want auto, namespaced or cluster")
-}
-
 // sandbox is the JSON view of a driver.Sandbox.
 type sandbox struct {
 	Namespace       string `json:"namespace"`
 	Name            string `json:"name"`
 	UID             string `json:"uid"`
-	ResourceVersion string `json:"resourceVersion"`
 	Phase           string `json:"phase"`
 	Reason          string `json:"reason,omitempty"`
 	Message         string `json:"message,omitempty"`
@@ -336,8 +326,8 @@ type sandbox struct {
 
 func view(s driver.Sandbox) sandbox {
 	return sandbox{
-		Namespace: s.Namespace, Name: s.Name, UID: string(s.UID), ResourceVersion: s.ResourceVersion,
-		Phase: string(s.Phase), Reason: s.Reason, Message: s.Message, Running: s.Running, FenceUID: string(s.Fence.UID), FenceGeneration: s.Fence.Generation,
+		Namespace: s.Namespace, Name: s.Name, UID: string(s.UID),
+		Phase: string(s.Phase), Reason: s.Reason, Message: s.Message, Running: s.Running, FenceUID: string(s.FenceUID), FenceGeneration: s.FenceGeneration,
 	}
 }
 
@@ -382,7 +372,7 @@ func newHandler(d *driver.Driver, reg prometheus.Gatherer, log logr.Logger) http
 			respond(w, r, 0, nil, err)
 			return
 		}
-		s, err := d.Create(r.Context(), r.PathValue("ns"), req.Name, driver.CreateSpec{PodTemplate: req.PodTemplate})
+		s, err := d.Create(r.Context(), r.PathValue("ns"), req.Name, req.PodTemplate)
 		respond(w, r, http.StatusCreated, view(s), err)
 	})
 	mux.HandleFunc("GET /v1/namespaces/{ns}/sandboxes/{name}", one(d.Get))

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/internal/faultproxy"
@@ -34,6 +35,14 @@ import (
 )
 
 var env *kubetest.Env
+
+// What the driver writes on the cluster, by default: the name of each
+// namespace's fence NetworkPolicy, and the annotation of a start not yet
+// Ready.
+const (
+	fenceName                  = "sandbox-workload-fence"
+	annotationBootstrapStarted = "kubewire.io/bootstrap-started"
+)
 
 func TestMain(m *testing.M) {
 	crd, err := sandboxtest.SandboxCRD()
@@ -179,7 +188,9 @@ func TestGatewayErrorsHideAddresses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs syncBuffer
 			log := logr.FromSlogHandler(slog.NewTextHandler(&logs, nil))
-			d, err := driver.New(&rest.Config{Host: tt.give}, "gw", []string{"team-a"}, driver.WithAdapterOptions(kubeadapter.WithTimeout(time.Second)))
+			cfg := &rest.Config{Host: tt.give}
+			require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(time.Second)))
+			d, err := driver.New(cfg, "gw", []string{"team-a"})
 			require.NoError(t, err)
 			defer d.Close()
 			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), log))
@@ -223,7 +234,8 @@ func TestGatewayErrorsHideAddresses(t *testing.T) {
 func TestGatewayMetrics(t *testing.T) {
 	cfg, proxy := kubetest.Proxied(t, env.Config(t))
 	reg, m, _ := newRegistry()
-	d, err := driver.New(cfg, "gw-metrics", []string{"default"}, driver.WithAdapterOptions(kubeadapter.WithObserver(m)))
+	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithObserver(m)))
+	d, err := driver.New(cfg, "gw-metrics", []string{"default"})
 	require.NoError(t, err)
 	defer d.Close()
 	srv := httptest.NewServer(newHandler(d, reg, testr.New(t)))
@@ -270,9 +282,6 @@ func TestRunBadFlags(t *testing.T) {
 	errOut.Reset()
 	assert.Equal(t, 2, run(context.Background(), []string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-replicas", "2", "-lease-name", "Bad_Name"}, &errOut))
 	assert.Contains(t, errOut.String(), `reconciler: WithLeaderElection Name "Bad_Name" is not a valid object name`)
-	errOut.Reset()
-	assert.Equal(t, 2, run(context.Background(), []string{"-scope", "clusterwide"}, &errOut))
-	assert.Contains(t, errOut.String(), `invalid value "clusterwide" for flag -scope: want auto, namespaced or cluster`)
 	for _, tt := range []struct {
 		give []string
 		want string
@@ -324,7 +333,7 @@ func TestTwoReplicas(t *testing.T) {
 	tmpl := sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}}}
 	names := []string{"a", "b", "c"}
 	for _, name := range names {
-		_, err := d.Create(ctx, ns.Name, name, driver.CreateSpec{PodTemplate: tmpl})
+		_, err := d.Create(ctx, ns.Name, name, tmpl)
 		require.NoError(t, err)
 	}
 	eventually := func(what string, ok func(driver.Sandbox) bool) {
@@ -336,10 +345,17 @@ func TestTwoReplicas(t *testing.T) {
 			}
 		}, 30*time.Second, 20*time.Millisecond, what)
 	}
+	sandboxes, err := versioned.NewForConfig(cfg)
+	require.NoError(t, err)
 	eventually("ready, bootstrap cleared by the leader", func(s driver.Sandbox) bool {
-		return s.Phase == driver.PhaseReady && s.BootstrapStarted.IsZero()
+		obj, err := sandboxes.AgentsV1beta1().Sandboxes(ns.Name).Get(ctx, s.Name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		_, started := obj.Annotations[annotationBootstrapStarted]
+		return s.Phase == driver.PhaseReady && !started
 	})
-	np, err := cs.NetworkingV1().NetworkPolicies(ns.Name).Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
+	np, err := cs.NetworkingV1().NetworkPolicies(ns.Name).Get(ctx, fenceName, metav1.GetOptions{})
 	require.NoError(t, err)
 	np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
 	_, err = cs.NetworkingV1().NetworkPolicies(ns.Name).Update(ctx, np, metav1.UpdateOptions{})

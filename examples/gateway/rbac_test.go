@@ -33,14 +33,14 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/internal/sandboxtest"
 )
 
 // The manifests in rbac/ are written for a gateway gw serving team-a and
 // team-b (the lease in team-a, the first), run as this ServiceAccount; the
-// test gives their rules to its own user and namespaces.
+// test gives their rules to its own user and namespaces, a Role that both
+// have to each namespace it serves.
 var (
 	rbacNamespaces = []string{"team-a", "team-b"}
 	rbacSubject    = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "gateway", Namespace: "gateway-system"}
@@ -57,25 +57,33 @@ rules:
 - level: Metadata
 `
 
-// TestRBAC runs two replicas of the gateway, in each scope, as a user that
-// has only the rules of the scope's manifest in rbac/, and drives every
-// operation of the API (create, get, list, stop, start, delete) in two
-// namespaces, with agent-sandbox's controller and a fake kubelet, and two
-// fence changes that each make the reconciler suspend the sandbox and
-// record a warning Event. Then it reads the API server's audit log: it
-// fails if any request of that user was refused (a rule is missing) or if
-// a rule of the manifest allowed none of them (a rule is unused). Each
-// request is credited to the binding the RBAC authorizer names as allowing
-// it. The v0.4.x case adds rbac/v1alpha1.yaml, against agent-sandbox
-// v0.4.6's controller.
+// TestRBAC runs two replicas of the gateway as a user that has only the
+// rules of a manifest in rbac/, in each of the reconciler's scopes:
+// namespaced.yaml with two namespaces, which the reconciler watches one by
+// one, and cluster.yaml with ten, the fewest it watches cluster-wide. It
+// drives every operation of the API (create, get, list, stop, start,
+// delete) in each namespace, with agent-sandbox's controller and a fake
+// kubelet, and two fence changes that each make the reconciler suspend the
+// sandbox and record a warning Event. Then it reads the API server's audit
+// log: it fails if any request of that user was refused (a rule is
+// missing) or if a rule of the manifest allowed none of them (a rule is
+// unused). Each request is credited to the binding the RBAC authorizer
+// names as allowing it. The v0.4.x case adds rbac/v1alpha1.yaml, against
+// agent-sandbox v0.4.6's controller.
 func TestRBAC(t *testing.T) {
 	env.Config(t) // skips without an API server, as the package's tests do
 	crd, err := sandboxtest.SandboxCRD()
 	require.NoError(t, err)
 	current := startAudited(t, crd)
-	for _, scope := range []string{"namespaced", "cluster"} {
-		t.Run(scope, func(t *testing.T) {
-			testRBAC(t, current, scope, []string{scope + ".yaml"}, func(t *testing.T, admin *rest.Config, ns string) {
+	for _, tt := range []struct {
+		manifest   string
+		namespaces int
+	}{
+		{"namespaced", 2},
+		{"cluster", 10},
+	} {
+		t.Run(tt.manifest, func(t *testing.T) {
+			testRBAC(t, current, tt.manifest, tt.namespaces, []string{tt.manifest + ".yaml"}, func(t *testing.T, admin *rest.Config, ns string) {
 				sandboxtest.RunController(t, admin, ns)
 			})
 		})
@@ -84,7 +92,7 @@ func TestRBAC(t *testing.T) {
 		binary, crd := sandboxtest.LegacyController(t)
 		legacy := startAudited(t, crd)
 		var once sync.Once
-		testRBAC(t, legacy, "namespaced", []string{"namespaced.yaml", "v1alpha1.yaml"}, func(t *testing.T, admin *rest.Config, _ string) {
+		testRBAC(t, legacy, "namespaced", 2, []string{"namespaced.yaml", "v1alpha1.yaml"}, func(t *testing.T, admin *rest.Config, _ string) {
 			// It watches every namespace.
 			once.Do(func() { sandboxtest.RunLegacyController(t, admin, binary) })
 		})
@@ -116,24 +124,24 @@ func startAudited(t *testing.T, crd string) *audited {
 	return a
 }
 
-// testRBAC runs the flow against srv as a user with the rules of files,
-// on namespaces whose sandboxes runController and a fake kubelet run, and
-// checks the audit log once the gateways have stopped, also when the flow
-// failed.
-func testRBAC(t *testing.T, srv *audited, scope string, files []string, runController func(t *testing.T, admin *rest.Config, ns string)) {
+// testRBAC runs the flow against srv as a user named for manifest with
+// the rules of files, on n namespaces whose sandboxes runController and a
+// fake kubelet run, and checks the audit log once the gateways have
+// stopped, also when the flow failed.
+func testRBAC(t *testing.T, srv *audited, manifest string, n int, files []string, runController func(t *testing.T, admin *rest.Config, ns string)) {
 	admin := srv.env.Config(t)
 	cs, err := kubernetes.NewForConfig(admin)
 	require.NoError(t, err)
 	ctx := context.Background()
 	var namespaces []string
-	for range rbacNamespaces {
-		ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rbac-" + scope + "-"}}, metav1.CreateOptions{})
+	for range n {
+		ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rbac-" + manifest + "-"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		namespaces = append(namespaces, ns.Name)
 	}
 	// The gateway sorts its namespaces; the lease is in the first.
 	sort.Strings(namespaces)
-	user := "gateway-" + scope
+	user := "gateway-" + manifest
 	var m rbacManifest
 	for _, f := range files {
 		part, err := readRBAC(filepath.Join("rbac", f))
@@ -159,7 +167,7 @@ func testRBAC(t *testing.T, srv *audited, scope string, files []string, runContr
 		outs[i] = &syncBuffer{}
 		wg.Go(func() {
 			args := []string{"-kubeconfig", kubeconfig, "-namespace", strings.Join(namespaces, ","), "-gateway", rbacGateway,
-				"-scope", scope, "-replicas", "2", "-listen", "127.0.0.1:0"}
+				"-replicas", "2", "-listen", "127.0.0.1:0"}
 			assert.Equal(t, 0, run(runCtx, args, outs[i]), "replica %d:\n%s", i, outs[i])
 		})
 	}
@@ -192,12 +200,12 @@ func testRBAC(t *testing.T, srv *audited, scope string, files []string, runContr
 
 // rbacFlow drives every operation through the gateways' API in each
 // namespace (the first namespace through the first replica, the second
-// through the second), with two fence changes, each of which the leader's
-// reconciler answers by suspending the sandbox and recording a warning
-// Event. The second warning is about the same sandbox; the recorder makes
-// it a new Event rather than a repeat of the first (its key holds the
-// sandbox's resourceVersion, which the suspension changed), so no Event is
-// ever patched.
+// through the second, and so on in turn), with two fence changes, each of
+// which the leader's reconciler answers by suspending the sandbox and
+// recording a warning Event. The second warning is about the same
+// sandbox; the recorder makes it a new Event rather than a repeat of the
+// first (its key holds the sandbox's resourceVersion, which the suspension
+// changed), so no Event is ever patched.
 func rbacFlow(t *testing.T, cs kubernetes.Interface, urls, namespaces []string) {
 	ctx := context.Background()
 	clients := make([]client, len(namespaces))
@@ -240,7 +248,7 @@ func rbacFlow(t *testing.T, cs kubernetes.Interface, urls, namespaces []string) 
 			require.Equal(t, true, body["running"], body)
 		})
 		each(func(_ client, ns, _ string) {
-			np, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
+			np, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, fenceName, metav1.GetOptions{})
 			require.NoError(t, err)
 			if round == 1 {
 				np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
@@ -360,7 +368,7 @@ func checkRBAC(t *testing.T, m rbacManifest, events []auditv1.Event, user string
 	grants := m.grants()
 	used := map[grant]int{}
 	refused, elsewhere := map[string]int{}, map[string]int{}
-	nonResource := 0
+	nonResource, reviews := 0, 0
 	for _, ev := range events {
 		ref := ev.ObjectRef
 		what := ev.Verb + " " + ev.RequestURI
@@ -376,6 +384,14 @@ func checkRBAC(t *testing.T, m rbacManifest, events []auditv1.Event, user string
 		}
 		if ref == nil {
 			nonResource++
+			continue
+		}
+		if ref.APIGroup == "authorization.k8s.io" && ref.Resource == "selfsubjectaccessreviews" {
+			// From 10 namespaces on, the reconciler asks whether it may
+			// watch the whole cluster. Every authenticated user may ask
+			// (the default ClusterRole system:basic-user), as every
+			// one may read discovery.
+			reviews++
 			continue
 		}
 		resource := ref.Resource
@@ -398,7 +414,8 @@ func checkRBAC(t *testing.T, m rbacManifest, events []auditv1.Event, user string
 		lines = append(lines, fmt.Sprintf("%4d  %s", n, g))
 	}
 	sort.Strings(lines)
-	t.Logf("requests of %s: %d to resources, %d to discovery and other paths; by grant:\n%s", user, len(events)-nonResource, nonResource, strings.Join(lines, "\n"))
+	t.Logf("requests of %s: %d to resources, %d SelfSubjectAccessReviews, %d to discovery and other paths; by grant:\n%s",
+		user, len(events)-nonResource-reviews, reviews, nonResource, strings.Join(lines, "\n"))
 	assert.Empty(t, refused, "requests refused: a rule is missing from the manifest")
 	var unused []string
 	for g := range grants {
@@ -467,9 +484,11 @@ func readRBAC(path string) (rbacManifest, error) {
 	}
 }
 
-// bind returns m for user and namespaces: each of [rbacNamespaces] becomes
-// the namespace at its index, and each binding's one subject,
-// [rbacSubject], becomes user.
+// bind returns m for user and namespaces, the first of which holds the
+// lease: a Role or RoleBinding that m gives each of [rbacNamespaces] is
+// each served namespace's, and is given every one of namespaces; any other
+// goes to the namespace at the index of its own in [rbacNamespaces]. Each
+// binding's one subject, [rbacSubject], becomes user.
 func (m rbacManifest) bind(user string, namespaces []string) (rbacManifest, error) {
 	var errs []error
 	ns := func(what, from string) string {
@@ -486,17 +505,39 @@ func (m rbacManifest) bind(user string, namespaces []string) (rbacManifest, erro
 		}
 		return []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
 	}
-	var out rbacManifest
+	// where returns the namespaces an object of m goes to: none for all
+	// but one copy of an object every namespace has.
+	where := func(what, name, from string, count map[string]int) []string {
+		switch {
+		case count[name] < len(rbacNamespaces):
+			return []string{ns(what, from)}
+		case from == rbacNamespaces[0]:
+			return namespaces
+		}
+		return nil
+	}
+	roles, bindings := map[string]int{}, map[string]int{}
 	for _, r := range m.Roles {
-		r = r.DeepCopy()
-		r.Namespace = ns("Role "+r.Name, r.Namespace)
-		out.Roles = append(out.Roles, r)
+		roles[r.Name]++
 	}
 	for _, b := range m.RoleBindings {
-		b = b.DeepCopy()
-		b.Namespace = ns("RoleBinding "+b.Name, b.Namespace)
-		b.Subjects = subjects("RoleBinding "+b.Name, b.Subjects)
-		out.RoleBindings = append(out.RoleBindings, b)
+		bindings[b.Name]++
+	}
+	var out rbacManifest
+	for _, r := range m.Roles {
+		for _, n := range where("Role "+r.Name, r.Name, r.Namespace, roles) {
+			r := r.DeepCopy()
+			r.Namespace = n
+			out.Roles = append(out.Roles, r)
+		}
+	}
+	for _, b := range m.RoleBindings {
+		for _, n := range where("RoleBinding "+b.Name, b.Name, b.Namespace, bindings) {
+			b := b.DeepCopy()
+			b.Namespace = n
+			b.Subjects = subjects("RoleBinding "+b.Name, b.Subjects)
+			out.RoleBindings = append(out.RoleBindings, b)
+		}
 	}
 	for _, r := range m.ClusterRoles {
 		out.ClusterRoles = append(out.ClusterRoles, r.DeepCopy())
@@ -657,8 +698,8 @@ func TestRBACReadme(t *testing.T) {
 // rules in every namespace, make one row each.
 func rbacTable() (string, error) {
 	var b strings.Builder
-	b.WriteString("| `-scope` | granted by | API group | resources | verbs |\n|---|---|---|---|---|\n")
-	row := func(scope, by string, r rbacv1.PolicyRule) {
+	b.WriteString("| manifest | granted by | API group | resources | verbs |\n|---|---|---|---|---|\n")
+	row := func(manifest, by string, r rbacv1.PolicyRule) {
 		groups := make([]string, len(r.APIGroups))
 		for i, g := range r.APIGroups {
 			groups[i] = "`" + g + "`"
@@ -670,12 +711,12 @@ func rbacTable() (string, error) {
 		if len(r.ResourceNames) > 0 {
 			res += " named `" + strings.Join(r.ResourceNames, "`, `") + "`"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", scope, by, strings.Join(groups, ", "), res, strings.Join(r.Verbs, ", "))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", manifest, by, strings.Join(groups, ", "), res, strings.Join(r.Verbs, ", "))
 	}
-	for _, f := range []struct{ file, scope string }{
-		{"namespaced.yaml", "namespaced"},
-		{"cluster.yaml", "cluster"},
-		{"v1alpha1.yaml", "either, on agent-sandbox v0.4.x"},
+	for _, f := range []struct{ file, manifest string }{
+		{"namespaced.yaml", "`namespaced.yaml`"},
+		{"cluster.yaml", "`cluster.yaml`"},
+		{"v1alpha1.yaml", "`v1alpha1.yaml`, added to either on agent-sandbox v0.4.x"},
 	} {
 		m, err := readRBAC(filepath.Join("rbac", f.file))
 		if err != nil {
@@ -686,7 +727,7 @@ func rbacTable() (string, error) {
 		}
 		for _, r := range m.ClusterRoles {
 			for _, rule := range r.Rules {
-				row(f.scope, "ClusterRole `"+r.Name+"`", rule)
+				row(f.manifest, "ClusterRole `"+r.Name+"`", rule)
 			}
 		}
 		var names []string
@@ -710,7 +751,7 @@ func rbacTable() (string, error) {
 				}
 			}
 			for _, rule := range rules {
-				row(f.scope, "Role `"+name+"` in "+strings.Join(where[name], ", "), rule)
+				row(f.manifest, "Role `"+name+"` in "+strings.Join(where[name], ", "), rule)
 			}
 		}
 	}

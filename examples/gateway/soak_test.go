@@ -72,13 +72,15 @@ func TestSoakCatchesDuplicates(t *testing.T) {
 // in about 4s instead of 45s. wrap goes under the kubewire stack.
 func soakGateway(wrap ...func(http.RoundTripper) http.RoundTripper) soak.Gateway {
 	return func(t testing.TB, cfg *rest.Config, ns string) (http.Handler, func()) {
+		cfg = rest.CopyConfig(cfg)
 		for _, w := range wrap {
 			cfg.Wrap(w)
 		}
-		d, err := driver.New(cfg, "soak", []string{ns}, driver.WithAdapterOptions(
+		require.NoError(t, kubeadapter.Apply(cfg,
 			kubeadapter.WithTimeout(5*time.Second),
 			kubeadapter.WithHTTP2Health(2*time.Second, 2*time.Second),
 		))
+		d, err := driver.New(cfg, "soak", []string{ns})
 		require.NoError(t, err)
 		rec, err := reconciler.New(d)
 		require.NoError(t, err)

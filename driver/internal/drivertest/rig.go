@@ -21,8 +21,6 @@ import (
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/internal/sandboxtest"
-	"github.com/kubewire/kubewire/kubeadapter"
-	"github.com/kubewire/kubewire/retry"
 )
 
 // Settle bounds waits for the controller; they end as soon as it acts.
@@ -240,33 +238,6 @@ func (l *Logs) Count(substr string) int {
 	return n
 }
 
-// NewDriver returns a driver for namespaces team-a and team-b on a,
-// logging to l if it is not nil, with a 2s timeout and retries without
-// backoff.
-func NewDriver(t testing.TB, a *APIServer, l *Logs, opts ...driver.Option) *driver.Driver {
-	t.Helper()
-	base := []driver.Option{
-		driver.WithAdapterOptions(kubeadapter.WithTimeout(2*time.Second), kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 }))),
-	}
-	if l != nil {
-		base = append(base, driver.WithLogger(l.Logger()))
-	}
-	d, err := driver.New(a.Config(), "gw", []string{"team-a", "team-b"}, append(base, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(d.Close)
-	return d
-}
-
 // Config returns a config for the package's kube-apiserver, which [Main]
 // started; it fails the test if that did not start.
 func Config(t testing.TB) *rest.Config { return env.Config(t) }
-
-// Observed reports whether every condition describes s's generation.
-func Observed(s driver.Sandbox) bool {
-	for _, c := range s.Conditions {
-		if c.ObservedGeneration != s.Generation {
-			return false
-		}
-	}
-	return len(s.Conditions) > 0
-}

@@ -13,7 +13,6 @@ import (
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/retry"
 )
@@ -41,6 +40,16 @@ rules:
     resources: ["networkpolicies"]
 - level: Metadata
 `
+
+// What the driver writes on the cluster, its contract with every reader
+// of the objects: the fence a sandbox was admitted under, in two
+// annotations, and the name of each namespace's fence (the driver's
+// default).
+const (
+	annotationFenceUID        = "kubewire.io/fence-uid"
+	annotationFenceGeneration = "kubewire.io/fence-generation"
+	fenceName                 = "sandbox-workload-fence"
+)
 
 // Event is what the checker reads of one audit event.
 type Event struct {
@@ -173,11 +182,11 @@ func readObject(raw []byte) (*Object, error) {
 		if o.Spec.Replicas != nil {
 			obj.Running = *o.Spec.Replicas > 0
 		}
-		obj.FenceUID = o.Metadata.Annotations[driver.AnnotationFenceUID]
-		if g := o.Metadata.Annotations[driver.AnnotationFenceGeneration]; g != "" {
+		obj.FenceUID = o.Metadata.Annotations[annotationFenceUID]
+		if g := o.Metadata.Annotations[annotationFenceGeneration]; g != "" {
 			gen, err := strconv.ParseInt(g, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("annotation %s: %w", driver.AnnotationFenceGeneration, err)
+				return nil, fmt.Errorf("annotation %s: %w", annotationFenceGeneration, err)
 			}
 			obj.FenceGeneration = gen
 		}

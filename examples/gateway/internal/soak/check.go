@@ -330,10 +330,21 @@ func (r *Result) latency(in Input) {
 }
 
 // record is what the audit log shows of one sandbox: its versions and
-// deletions in order, and the writes that may have been applied unseen.
+// deletions in order, the writes that may have been applied unseen, and
+// the version each operation's answer describes.
 type record struct {
 	es     []entry
 	maybes []maybeWrite
+	// answered is, by operation, the newest version of the sandbox that
+	// its own requests read or wrote: the gateway answers from the
+	// driver's last request, and its answer carries no resourceVersion.
+	answered map[string]version
+}
+
+// version names one version of a sandbox.
+type version struct {
+	uid string
+	rv  uint64
 }
 
 // records orders the versions of each sandbox by resourceVersion:
@@ -345,11 +356,7 @@ type record struct {
 // and the uid is never seen after it. The fence's versions come from its
 // successful writes.
 func records(in Input) (map[string]*record, []fenceVersion) {
-	type key struct {
-		uid string
-		rv  uint64
-	}
-	versions := map[string]map[key]entry{}
+	versions := map[string]map[version]entry{}
 	deletes := map[string][]entry{}
 	maybeDeletes := map[string][]entry{}
 	out := map[string]*record{}
@@ -369,8 +376,8 @@ func records(in Input) (map[string]*record, []fenceVersion) {
 			continue
 		}
 		if out[e.Name] == nil {
-			out[e.Name] = &record{}
-			versions[e.Name] = map[key]entry{}
+			out[e.Name] = &record{answered: map[string]version{}}
+			versions[e.Name] = map[version]entry{}
 		}
 		en := entry{op: op, byGW: e.User == in.GatewayUser, verb: e.Verb, sub: e.Subresource, at: e.Received}
 		switch {
@@ -385,9 +392,12 @@ func records(in Input) (map[string]*record, []fenceVersion) {
 		case e.ok() && e.Object != nil:
 			en.state, en.rv = e.Object.state(), parseRV(e.Object.ResourceVersion)
 			en.read = e.Verb == "get" || e.Subresource == "status"
-			k := key{en.state.UID, en.rv}
+			k := version{en.state.UID, en.rv}
 			if old, ok := versions[e.Name][k]; !ok || old.read && !en.read || old.read && en.read && en.at.Before(old.at) {
 				versions[e.Name][k] = en
+			}
+			if v, ok := out[e.Name].answered[op]; op != "" && (!ok || v.rv < en.rv) {
+				out[e.Name].answered[op] = k
 			}
 		}
 	}
@@ -454,10 +464,11 @@ type sandboxCheck struct {
 	r    *Result
 	name string
 	// history is the sandbox's operations, by start.
-	history []*Op
-	es      []entry
-	maybes  []maybeWrite
-	fences  []fenceVersion
+	history  []*Op
+	es       []entry
+	maybes   []maybeWrite
+	answered map[string]version
+	fences   []fenceVersion
 	// final is the sandbox's state after the run, if it exists.
 	final      State
 	exists     bool
@@ -476,7 +487,7 @@ func newSandboxCheck(r *Result, name string, history []*Op, rec *record, fences 
 	if rec == nil {
 		rec = &record{}
 	}
-	c := &sandboxCheck{r: r, name: name, history: history, es: rec.es, maybes: rec.maybes, fences: fences,
+	c := &sandboxCheck{r: r, name: name, history: history, es: rec.es, maybes: rec.maybes, answered: rec.answered, fences: fences,
 		finalFence: in.FinalFence, index: map[string]int{}, states: make([]State, len(rec.es)), reported: map[int]bool{}}
 	c.final, c.exists = in.Final[name]
 	for i, op := range history {
@@ -524,8 +535,8 @@ func (c *sandboxCheck) changesIntent(i int) bool { return !c.before(i).sameInten
 
 // ackInRecord checks that the record holds what the acknowledged op
 // answered, and returns where: a delete's deletion, or the version a
-// write or get answered. ok is false if it does not, or if op answered no
-// sandbox.
+// write or get answered, the newest its own requests read or wrote. ok is
+// false if it does not, or if op answered no sandbox.
 func (c *sandboxCheck) ackInRecord(op *Op) (pos int, ok bool) {
 	switch {
 	case op.Kind == Delete:
@@ -537,15 +548,14 @@ func (c *sandboxCheck) ackInRecord(op *Op) (pos int, ok bool) {
 	case op.State == nil || !op.State.Exists:
 		return -1, false
 	default:
-		pos = slices.IndexFunc(c.es, func(e entry) bool {
-			return !e.deleted && e.state.UID == op.State.UID && e.state.ResourceVersion == op.State.ResourceVersion
-		})
+		v, ok := c.answered[op.ID]
+		pos = slices.IndexFunc(c.es, func(e entry) bool { return ok && !e.deleted && e.state.UID == v.uid && e.rv == v.rv })
 		if pos < 0 {
-			c.violate(ViolationAckNotRecorded, op.ID, fmt.Sprintf("acknowledged %s answered %s, a version the record does not hold", op.Kind, op.State))
+			c.violate(ViolationAckNotRecorded, op.ID, fmt.Sprintf("acknowledged %s answered %s, but the record holds no version of the sandbox that its requests read or wrote", op.Kind, op.State))
 			return pos, false
 		}
 		if !c.states[pos].sameIntent(*op.State) {
-			c.violate(ViolationAckNotRecorded, op.ID, fmt.Sprintf("acknowledged %s answered %s, the record holds %s at that version", op.Kind, op.State, c.states[pos]))
+			c.violate(ViolationAckNotRecorded, op.ID, fmt.Sprintf("acknowledged %s answered %s, the record holds %s", op.Kind, op.State, c.states[pos]))
 			return pos, false
 		}
 	}

@@ -74,8 +74,15 @@ func fence(rv, gen int) string {
 	return fmt.Sprintf(`{"kind":"NetworkPolicy","apiVersion":"networking.k8s.io/v1","metadata":{"name":"sandbox-workload-fence","namespace":"ns","uid":"f1","resourceVersion":"%d","generation":%d},"spec":{"podSelector":{}}}`, rv, gen)
 }
 
+// state is a sandbox as the API server holds it.
 func state(uid string, rv int, running bool, fenceGen int) *State {
 	return &State{Exists: true, UID: uid, ResourceVersion: fmt.Sprint(rv), Running: running, FenceUID: "f1", FenceGeneration: int64(fenceGen)}
+}
+
+// answer is a sandbox as the gateway answers it: without its
+// resourceVersion.
+func answer(uid string, running bool, fenceGen int) *State {
+	return &State{Exists: true, UID: uid, Running: running, FenceUID: "f1", FenceGeneration: int64(fenceGen)}
 }
 
 func op(id string, kind Kind, at int, outcome Outcome, s *State) Op {
@@ -109,19 +116,19 @@ func base() []ev {
 
 func baseHistory() []Op {
 	return []Op{
-		op("op-000001", Create, 1, OK, state("u1", 10, true, 1)),
-		op("op-000002", Stop, 2, OK, state("u1", 12, false, 1)),
+		op("op-000001", Create, 1, OK, answer("u1", true, 1)),
+		op("op-000002", Stop, 2, OK, answer("u1", false, 1)),
 	}
 }
 
 func TestCheckClean(t *testing.T) {
 	evs := append(base(),
-		ev{id: "op-000003", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200},
+		ev{id: "op-000003", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200, resp: sandbox("u1", 12, false, 1)},
 		ev{id: "op-000004/idempotent", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200},
 		ev{id: "op-000004/idempotent", verb: "delete", user: gw, res: "sandboxes", name: "a", code: 200, req: `{"preconditions":{"uid":"u1"}}`, resp: deleted("u1")},
 	)
 	h := append(baseHistory(),
-		op("op-000003", Get, 3, OK, state("u1", 12, false, 1)),
+		op("op-000003", Get, 3, OK, answer("u1", false, 1)),
 		op("op-000004", Delete, 4, OK, nil),
 	)
 	r := Check(Input{History: h, Audit: audit(t, evs...), GatewayUser: gw, Namespace: ns, Final: map[string]State{}, FinalFence: State{FenceUID: "f1", FenceGeneration: 1}})
@@ -175,7 +182,7 @@ func TestCheckDuplicates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := baseHistory()
 			if tt.name == "unmarked start re-sent" {
-				h = append(h, op("op-000003", Start, 3, OK, state("u1", 13, true, 1)))
+				h = append(h, op("op-000003", Start, 3, OK, answer("u1", true, 1)))
 			}
 			final := map[string]State{"a": *h[len(h)-1].State}
 			r := Check(Input{History: h, Audit: audit(t, append(base(), tt.give...)...), GatewayUser: gw, Namespace: ns, Final: final, FinalFence: State{FenceUID: "f1", FenceGeneration: 1}})
@@ -197,27 +204,37 @@ func TestCheckLostAcknowledged(t *testing.T) {
 		audit   []ev
 		final   State
 		want    string
+		// wantDetail, if set, is in every violation's detail.
+		wantDetail string
 	}{
 		{
 			name: "an acknowledged stop undone by a late write of an earlier operation",
 			// op-3's start timed out; op-4 found the sandbox stopped and
 			// said so; op-3's patch then reached the server.
-			history: []Op{op("op-000003", Start, 3, Unknown, nil), op("op-000004", Stop, 4, OK, state("u1", 12, false, 1))},
-			audit:   []ev{{id: "op-000003", verb: "patch", user: gw, res: "sandboxes", name: "a", code: 200, req: `{"late":true}`, resp: sandbox("u1", 16, true, 1)}},
-			final:   *state("u1", 16, true, 1),
-			want:    ViolationAckUndone,
+			history: []Op{op("op-000003", Start, 3, Unknown, nil), op("op-000004", Stop, 4, OK, answer("u1", false, 1))},
+			audit: []ev{
+				{id: "op-000004/idempotent", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200, resp: sandbox("u1", 12, false, 1)},
+				{id: "op-000003", verb: "patch", user: gw, res: "sandboxes", name: "a", code: 200, req: `{"late":true}`, resp: sandbox("u1", 16, true, 1)},
+			},
+			final: *state("u1", 16, true, 1),
+			want:  ViolationAckUndone,
 		},
 		{
-			name:    "an acknowledged answer the record does not hold",
-			history: []Op{op("op-000003", Get, 3, OK, state("u1", 99, false, 1))},
+			name:    "an acknowledged answer of an operation the record shows no read or write of",
+			history: []Op{op("op-000003", Get, 3, OK, answer("u1", false, 1))},
 			final:   *state("u1", 12, false, 1),
-			want:    ViolationAckNotRecorded,
+			// The answer is the state at rv 12, which op-2 wrote; op-3's
+			// own read is not in the record.
+			want:       ViolationAckNotRecorded,
+			wantDetail: "the record holds no version of the sandbox that its requests read or wrote",
 		},
 		{
-			name:    "an acknowledged answer whose intent the record contradicts",
-			history: []Op{op("op-000003", Get, 3, OK, state("u1", 12, true, 1))},
-			final:   *state("u1", 12, false, 1),
-			want:    ViolationAckNotRecorded,
+			name:       "an acknowledged answer whose intent the record contradicts",
+			history:    []Op{op("op-000003", Get, 3, OK, answer("u1", true, 1))},
+			audit:      []ev{{id: "op-000003", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200, resp: sandbox("u1", 12, false, 1)}},
+			final:      *state("u1", 12, false, 1),
+			want:       ViolationAckNotRecorded,
+			wantDetail: "answered running(fence 1), the record holds stopped at rv 12",
 		},
 		{
 			name:    "an acknowledged delete the record does not show",
@@ -240,6 +257,7 @@ func TestCheckLostAcknowledged(t *testing.T) {
 			require.NotEmpty(t, r.Violations)
 			for _, v := range r.Violations {
 				assert.Equal(t, tt.want, v.Kind, v.Detail)
+				assert.Contains(t, v.Detail, tt.wantDetail)
 			}
 			assert.Equal(t, len(r.Violations), r.LostAcknowledged)
 			assert.True(t, r.Failed())
@@ -255,7 +273,7 @@ func TestCheckReconciler(t *testing.T) {
 	}
 	moved := ev{id: "srv-3", verb: "update", user: "admin", res: "networkpolicies", name: "sandbox-workload-fence", code: 200, req: `{"spec":{}}`, resp: fence(14, 2)}
 	suspend := ev{id: "srv-4", verb: "patch", user: gw, res: "sandboxes", name: "a", code: 200, req: `{"suspend":1}`, resp: sandbox("u1", 15, false, 1)}
-	h := append(baseHistory(), op("op-000003", Start, 3, OK, state("u1", 13, true, 1)))
+	h := append(baseHistory(), op("op-000003", Start, 3, OK, answer("u1", true, 1)))
 
 	r := Check(Input{History: h, Audit: audit(t, append(append(base(), start...), moved, suspend)...), GatewayUser: gw, Namespace: ns,
 		Final: map[string]State{"a": *state("u1", 15, false, 1)}, FinalFence: State{FenceUID: "f1", FenceGeneration: 2}})
@@ -291,7 +309,7 @@ func TestCheckFinalState(t *testing.T) {
 }
 
 func TestCheckNotConverged(t *testing.T) {
-	h := []Op{op("op-000001", Create, 1, OK, state("u1", 10, true, 1))}
+	h := []Op{op("op-000001", Create, 1, OK, answer("u1", true, 1))}
 	r := Check(Input{History: h, Audit: audit(t, base()[:3]...), GatewayUser: gw, Namespace: ns,
 		Final: map[string]State{"a": *state("u1", 10, true, 1)}, FinalFence: State{FenceUID: "f1", FenceGeneration: 2}})
 	require.Len(t, r.Violations, 1)
@@ -365,7 +383,7 @@ func TestCheckAnswered5xx(t *testing.T) {
 			ev{id: "op-000003", verb: "patch", user: gw, res: "sandboxes", name: "a", code: 504, req: `{"metadata":{"resourceVersion":"12"}}`},
 			ev{id: "op-000004", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200, resp: sandbox("u1", 13, true, 1)},
 		)
-		h := append(baseHistory(), op("op-000003", Start, 3, Unknown, nil), op("op-000004", Get, 4, OK, state("u1", 13, true, 1)))
+		h := append(baseHistory(), op("op-000003", Start, 3, Unknown, nil), op("op-000004", Get, 4, OK, answer("u1", true, 1)))
 		r := Check(Input{History: h, Audit: audit(t, evs...), GatewayUser: gw, Namespace: ns, Final: map[string]State{"a": *state("u1", 13, true, 1)}, FinalFence: State{FenceUID: "f1", FenceGeneration: 1}})
 		assert.Empty(t, r.Violations)
 		assert.Equal(t, 1, r.Unknown.Reached)
@@ -380,7 +398,7 @@ func TestCheckAnswered5xx(t *testing.T) {
 	})
 	t.Run("a change only a read shows, and no write answered 5xx", func(t *testing.T) {
 		evs := append(base(), ev{id: "op-000004", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200, resp: sandbox("u1", 13, true, 1)})
-		h := append(baseHistory(), op("op-000004", Get, 4, OK, state("u1", 13, true, 1)))
+		h := append(baseHistory(), op("op-000004", Get, 4, OK, answer("u1", true, 1)))
 		r := Check(Input{History: h, Audit: audit(t, evs...), GatewayUser: gw, Namespace: ns, Final: map[string]State{"a": *state("u1", 13, true, 1)}, FinalFence: State{FenceUID: "f1", FenceGeneration: 1}})
 		require.Len(t, r.Violations, 1, "%+v", r.Violations)
 		assert.Equal(t, ViolationAckUndone, r.Violations[0].Kind)

@@ -39,11 +39,14 @@
 //     [retry.IsIdempotent]'s answer), any second execution is a violation;
 //     re-executions of marked writes (stop's and the reconciler's guarded
 //     patches, deletes with a uid precondition) are counted apart.
-//   - Acknowledgements: every version of a sandbox an acknowledged answer
-//     names must be in the record with the same intent, and until the next
-//     change of intent nothing may undo it but a later operation on the
-//     sandbox or the reconciler suspending it for a fence change (the
-//     fence's generation at that resourceVersion tells).
+//   - Acknowledgements: an acknowledged answer describes the newest
+//     version of the sandbox that its operation's own requests read or
+//     wrote (the gateway answers from the driver's last request, and
+//     names no resourceVersion); that version must be in the record with
+//     the answer's intent, and until the next change of intent nothing may
+//     undo it but a later operation on the sandbox or the reconciler
+//     suspending it for a fence change (the fence's generation at that
+//     resourceVersion tells).
 //   - Final state: each sandbox's final state is the record's last, every
 //     change of intent in the record is someone's, and no sandbox runs
 //     outside the final fence once the reconciler converged.

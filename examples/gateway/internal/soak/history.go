@@ -43,8 +43,10 @@ const (
 
 // State is a sandbox's intent, as an answer or the audit log shows it.
 type State struct {
-	Exists          bool   `json:"exists"`
-	UID             string `json:"uid,omitempty"`
+	Exists bool   `json:"exists"`
+	UID    string `json:"uid,omitempty"`
+	// ResourceVersion is the version the audit log shows; an answer of
+	// the gateway carries none.
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 	Running         bool   `json:"running,omitempty"`
 	FenceUID        string `json:"fenceUID,omitempty"`
@@ -61,13 +63,17 @@ func (s State) sameIntent(o State) bool {
 }
 
 func (s State) String() string {
+	var at string
+	if s.ResourceVersion != "" {
+		at = " at rv " + s.ResourceVersion
+	}
 	switch {
 	case !s.Exists:
 		return "absent"
 	case s.Running:
-		return fmt.Sprintf("running(fence %d, rv %s)", s.FenceGeneration, s.ResourceVersion)
+		return fmt.Sprintf("running(fence %d)%s", s.FenceGeneration, at)
 	}
-	return fmt.Sprintf("stopped(rv %s)", s.ResourceVersion)
+	return "stopped" + at
 }
 
 // Op is one client operation and its answer: an entry of the history.

@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
-	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/internal/sandboxtest"
@@ -476,7 +475,7 @@ func converge(ctx context.Context, cs versioned.Interface, getFence func(context
 }
 
 func read(ctx context.Context, cs versioned.Interface, getFence func(context.Context, string, metav1.GetOptions) (*networkingv1.NetworkPolicy, error), ns string) (map[string]State, State, string, error) {
-	np, err := getFence(ctx, driver.DefaultFenceName, metav1.GetOptions{})
+	np, err := getFence(ctx, fenceName, metav1.GetOptions{})
 	if err != nil {
 		return nil, State{}, "", err
 	}

@@ -18,8 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/kubewire/kubewire/driver"
 )
 
 // OpHeader carries a client operation's ID to the gateway, which hands it
@@ -187,7 +185,6 @@ func (w *workload) do(ctx context.Context, client int, kind Kind, name string) O
 		if kind != Delete {
 			var v struct {
 				UID             string `json:"uid"`
-				ResourceVersion string `json:"resourceVersion"`
 				Running         bool   `json:"running"`
 				FenceUID        string `json:"fenceUID"`
 				FenceGeneration int64  `json:"fenceGeneration"`
@@ -196,7 +193,7 @@ func (w *workload) do(ctx context.Context, client int, kind Kind, name string) O
 				op.Outcome, op.Error = Unknown, fmt.Sprintf("answer %q: %v", b, err)
 				return op
 			}
-			op.State = &State{Exists: true, UID: v.UID, ResourceVersion: v.ResourceVersion, Running: v.Running, FenceUID: v.FenceUID, FenceGeneration: v.FenceGeneration}
+			op.State = &State{Exists: true, UID: v.UID, Running: v.Running, FenceUID: v.FenceUID, FenceGeneration: v.FenceGeneration}
 		}
 	case slices.Contains([]int{http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusPreconditionFailed}, resp.StatusCode):
 		op.Outcome, op.Error = Fail, strings.TrimSpace(string(b))
@@ -234,7 +231,7 @@ func (w *workload) changeFence(ctx context.Context, cs kubernetes.Interface) (Op
 	op := Op{ID: w.nextID(), Client: -1, Kind: Fence, Start: time.Now()}
 	ctx = ContextWithOp(ctx, op.ID)
 	policies := cs.NetworkingV1().NetworkPolicies(w.namespace)
-	np, err := policies.Get(ctx, driver.DefaultFenceName, metav1.GetOptions{})
+	np, err := policies.Get(ctx, fenceName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return Op{}, false
 	}

@@ -1,4 +1,4 @@
-package driver
+package core
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// update applies the merge patch that decide returns for the current state
+// Update applies the merge patch that decide returns for the current state
 // of the sandbox, guarded by its resourceVersion. current, if not nil, is
 // the state to start from (a listed object); otherwise it is read. On 409
 // Conflict it reads again and decides again, as client-go's
@@ -18,10 +18,10 @@ import (
 // The guard makes the patch safe to retry after a transport error: a copy
 // that reached the API server twice fails the second time with 409 and is
 // decided again from what the first one wrote.
-func (d *Driver) update(ctx context.Context, op, ns, name string, current *Sandbox, decide func(Sandbox) *patch) (Sandbox, error) {
-	client, err := d.sandboxes(ctx)
+func (c *Core) Update(ctx context.Context, ns, name string, current *Sandbox, decide func(Sandbox) *Patch) (Sandbox, error) {
+	client, err := c.sandboxes(ctx)
 	if err != nil {
-		return Sandbox{}, wrap(op, ns, name, err)
+		return Sandbox{}, err
 	}
 	var out Sandbox
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -30,7 +30,7 @@ func (d *Driver) update(ctx context.Context, op, ns, name string, current *Sandb
 			s, current = *current, nil
 		} else {
 			var err error
-			if s, err = d.get(ctx, op, ns, name); err != nil {
+			if s, err = c.Get(ctx, ns, name); err != nil {
 				return err
 			}
 		}
@@ -48,7 +48,7 @@ func (d *Driver) update(ctx context.Context, op, ns, name string, current *Sandb
 		return err
 	})
 	if err != nil {
-		return Sandbox{}, wrap(op, ns, name, err)
+		return Sandbox{}, err
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package driver
+package core
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// readFence reads the live fence of ns and whether it is present. A 404
+// ReadFence reads the live fence of ns and whether it is present. A 404
 // is an answer (the fence is absent); any other failure leaves it unknown.
-func (d *Driver) readFence(ctx context.Context, ns string) (Fence, bool, error) {
-	np, err := d.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, d.opts.fenceName, metav1.GetOptions{})
+func (c *Core) ReadFence(ctx context.Context, ns string) (Fence, bool, error) {
+	np, err := c.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, c.FenceName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return Fence{}, false, nil
@@ -22,10 +22,10 @@ func (d *Driver) readFence(ctx context.Context, ns string) (Fence, bool, error) 
 	return Fence{UID: np.UID, Generation: np.Generation}, true, nil
 }
 
-// ensureFence returns the fence of ns, creating it if it is absent. The
+// EnsureFence returns the fence of ns, creating it if it is absent. The
 // policy denies egress to every pod of the namespace.
-func (d *Driver) ensureFence(ctx context.Context, ns string) (Fence, error) {
-	fence, present, err := d.readFence(ctx, ns)
+func (c *Core) EnsureFence(ctx context.Context, ns string) (Fence, error) {
+	fence, present, err := c.ReadFence(ctx, ns)
 	if err != nil {
 		return Fence{}, err
 	}
@@ -33,20 +33,20 @@ func (d *Driver) ensureFence(ctx context.Context, ns string) (Fence, error) {
 		return fence, nil
 	}
 	np := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: d.opts.fenceName, Namespace: ns, Labels: map[string]string{LabelManagedBy: d.opts.driverName}},
+		ObjectMeta: metav1.ObjectMeta{Name: c.FenceName, Namespace: ns, Labels: map[string]string{LabelManagedBy: c.DriverName}},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 		},
 	}
-	created, err := d.kube.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{})
+	created, err := c.Kube.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		fence, present, err = d.readFence(ctx, ns)
+		fence, present, err = c.ReadFence(ctx, ns)
 		if err != nil {
 			return Fence{}, err
 		}
 		if !present {
-			return Fence{}, fmt.Errorf("fence %s/%s was created and removed concurrently", ns, d.opts.fenceName)
+			return Fence{}, fmt.Errorf("fence %s/%s was created and removed concurrently", ns, c.FenceName)
 		}
 		return fence, nil
 	}

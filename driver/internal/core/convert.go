@@ -1,4 +1,4 @@
-package driver
+package core
 
 import (
 	"strconv"
@@ -77,9 +77,9 @@ func newV1alpha1(meta metav1.ObjectMeta, tmpl sandboxv1beta1.PodTemplate) *sandb
 	return o
 }
 
-// patch is a JSON merge patch of a Sandbox of either version. Nil fields
+// Patch is a JSON merge patch of a Sandbox of either version. Nil fields
 // are left out; a nil annotation value removes the annotation.
-type patch struct {
+type Patch struct {
 	Metadata patchMeta  `json:"metadata"`
 	Spec     *patchSpec `json:"spec,omitempty"`
 }
@@ -111,18 +111,18 @@ func intent(version string, running bool) *patchSpec {
 	return &patchSpec{OperatingMode: sandboxv1beta1.SandboxOperatingModeSuspended}
 }
 
-// suspendPatch sets the intent to stopped and ends any bootstrap.
-func suspendPatch(version string) *patch {
-	return &patch{
+// SuspendPatch sets the intent to stopped and ends any bootstrap.
+func SuspendPatch(version string) *Patch {
+	return &Patch{
 		Metadata: patchMeta{Annotations: map[string]*string{AnnotationBootstrap: nil}},
 		Spec:     intent(version, false),
 	}
 }
 
-// admitPatch records fence as the one the sandbox runs under, starts a
+// AdmitPatch records fence as the one the sandbox runs under, starts a
 // bootstrap at now and sets the intent to running.
-func admitPatch(version string, fence Fence, now time.Time) *patch {
-	return &patch{
+func AdmitPatch(version string, fence Fence, now time.Time) *Patch {
+	return &Patch{
 		Metadata: patchMeta{Annotations: map[string]*string{
 			AnnotationFenceUID:        ptr(string(fence.UID)),
 			AnnotationFenceGeneration: ptr(strconv.FormatInt(fence.Generation, 10)),
@@ -132,9 +132,9 @@ func admitPatch(version string, fence Fence, now time.Time) *patch {
 	}
 }
 
-// clearBootstrapPatch removes the bootstrap mark.
-func clearBootstrapPatch() *patch {
-	return &patch{Metadata: patchMeta{Annotations: map[string]*string{AnnotationBootstrap: nil}}}
+// ClearBootstrapPatch removes the bootstrap mark.
+func ClearBootstrapPatch() *Patch {
+	return &Patch{Metadata: patchMeta{Annotations: map[string]*string{AnnotationBootstrap: nil}}}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,275 @@
+package drivertest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	sandboxfake "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned/fake"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/internal/sandboxtest"
+)
+
+// Names the driver uses by default, and the annotations it records.
+const (
+	FenceName    = "sandbox-workload-fence"
+	DriverName   = "kubewire-driver"
+	AnnFenceUID  = "kubewire.io/fence-uid"
+	AnnFenceGen  = "kubewire.io/fence-generation"
+	AnnBootstrap = "kubewire.io/bootstrap-started"
+)
+
+// Fake is a driver's world on client-go's fake clientsets: agent-sandbox's
+// generated fake for the sandboxes, client-go's for the rest. One reactor
+// adds what the driver's guarded patch relies on and the fake tracker
+// leaves out: a merge patch whose metadata.resourceVersion is not the
+// stored one is refused with 409 Conflict, and an applied one bumps the
+// resourceVersion (and the generation when the spec changed), as the API
+// server does. The fake serves Version only: a list of the other version
+// is answered 404, as an API server without it answers.
+type Fake struct {
+	Version   string
+	Sandboxes *sandboxfake.Clientset
+	Kube      *kubefake.Clientset
+
+	mu sync.Mutex
+	rv int
+}
+
+// NewFake returns an empty fake serving version (v1beta1 or v1alpha1).
+func NewFake(t testing.TB, version string) *Fake {
+	t.Helper()
+	f := &Fake{Version: version, Sandboxes: sandboxfake.NewSimpleClientset(), Kube: kubefake.NewSimpleClientset(), rv: 100}
+	f.Sandboxes.PrependReactor("*", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if v := a.GetResource().Version; v != version {
+			return true, nil, apierrors.NewNotFound(a.GetResource().GroupResource(), "")
+		}
+		return false, nil, nil
+	})
+	f.Sandboxes.PrependReactor("patch", "sandboxes", f.patch)
+	return f
+}
+
+// Driver returns a driver for namespaces team-a and team-b on f, logging
+// to l if it is not nil.
+func (f *Fake) Driver(t testing.TB, l *Logs, opts ...driver.Option) *driver.Driver {
+	t.Helper()
+	if l != nil {
+		opts = append([]driver.Option{driver.WithLogger(l.Logger())}, opts...)
+	}
+	d, err := driver.NewForClients(f.Sandboxes, f.Kube, "gw", []string{"team-a", "team-b"}, opts...)
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	return d
+}
+
+func (f *Fake) nextRV() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rv++
+	return strconv.Itoa(f.rv)
+}
+
+// patch applies a JSON merge patch of a sandbox as the API server does.
+func (f *Fake) patch(a k8stesting.Action) (bool, runtime.Object, error) {
+	p := a.(k8stesting.PatchAction)
+	if p.GetPatchType() != types.MergePatchType || p.GetResource().Version != f.Version {
+		return false, nil, nil
+	}
+	gvr, ns, name := p.GetResource(), p.GetNamespace(), p.GetName()
+	tracker := f.Sandboxes.Tracker()
+	obj, err := tracker.Get(gvr, ns, name)
+	if err != nil {
+		return true, nil, err
+	}
+	var guard struct {
+		Metadata struct{ ResourceVersion string } `json:"metadata"`
+	}
+	if err := json.Unmarshal(p.GetPatch(), &guard); err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	old := obj.(metav1.Object)
+	if rv := guard.Metadata.ResourceVersion; rv != "" && rv != old.GetResourceVersion() {
+		return true, nil, apierrors.NewConflict(gvr.GroupResource(), name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	cur, err := json.Marshal(obj)
+	if err != nil {
+		return true, nil, err
+	}
+	merged, err := jsonpatch.MergePatch(cur, p.GetPatch())
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	out := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(runtime.Object)
+	if err := json.Unmarshal(merged, out); err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	m := out.(metav1.Object)
+	m.SetResourceVersion(f.nextRV())
+	if !reflect.DeepEqual(spec(obj), spec(out)) {
+		m.SetGeneration(old.GetGeneration() + 1)
+	}
+	if err := tracker.Update(gvr, out, ns); err != nil {
+		return true, nil, err
+	}
+	return true, out, nil
+}
+
+func spec(o runtime.Object) any {
+	switch s := o.(type) {
+	case *sandboxv1beta1.Sandbox:
+		return s.Spec
+	case *sandboxv1alpha1.Sandbox:
+		return s.Spec
+	}
+	return nil
+}
+
+// AddFence stores ns's fence policy with uid and generation gen, or
+// replaces it.
+func (f *Fake) AddFence(t testing.TB, ns, uid string, gen int64) {
+	t.Helper()
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: FenceName, Namespace: ns, UID: types.UID(uid), Generation: gen, ResourceVersion: f.nextRV()}}
+	gvr := networkingv1.SchemeGroupVersion.WithResource("networkpolicies")
+	if _, err := f.Kube.Tracker().Get(gvr, ns, FenceName); err == nil {
+		require.NoError(t, f.Kube.Tracker().Update(gvr, np, ns))
+		return
+	}
+	require.NoError(t, f.Kube.Tracker().Create(gvr, np, ns))
+}
+
+// AddSandbox stores a sandbox owned by gateway "gw" admitted under fence
+// (uid, gen), running or suspended, with the conditions the real
+// controllers write (DESIGN 5a): v0.5+ for v1beta1, v0.4.x for v1alpha1,
+// which reports Ready for replicas 0.
+func (f *Fake) AddSandbox(t testing.TB, ns, name string, running bool, fenceUID string, fenceGen int64) {
+	t.Helper()
+	meta := metav1.ObjectMeta{
+		Name: name, Namespace: ns, UID: types.UID("uid-" + name), Generation: 1, ResourceVersion: f.nextRV(),
+		Labels:      map[string]string{driver.LabelManagedBy: DriverName, driver.LabelGateway: "gw"},
+		Annotations: map[string]string{AnnFenceUID: fenceUID, AnnFenceGen: strconv.FormatInt(fenceGen, 10)},
+	}
+	cond := func(typ, status, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: metav1.ConditionStatus(status), Reason: reason, ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))}
+	}
+	if f.Version == sandboxv1alpha1.GroupVersion.Version {
+		replicas := int32(0)
+		if running {
+			replicas = 1
+		}
+		o := &sandboxv1alpha1.Sandbox{ObjectMeta: meta}
+		o.Spec.Replicas = &replicas
+		o.Status.Conditions = []metav1.Condition{cond("Ready", "True", sandboxv1beta1.SandboxReasonDependenciesReady)}
+		// Create, not Add: Add guesses the resource from the kind
+		// ("sandboxs").
+		require.NoError(t, f.Sandboxes.Tracker().Create(f.resource(), o, ns))
+		return
+	}
+	o := &sandboxv1beta1.Sandbox{ObjectMeta: meta}
+	o.Spec.OperatingMode = sandboxv1beta1.SandboxOperatingModeRunning
+	o.Status.Conditions = []metav1.Condition{cond("Suspended", "False", sandboxv1beta1.SandboxReasonNotSuspended), cond("Ready", "True", sandboxv1beta1.SandboxReasonDependenciesReady)}
+	if !running {
+		o.Spec.OperatingMode = sandboxv1beta1.SandboxOperatingModeSuspended
+		o.Status.Conditions = []metav1.Condition{cond("Suspended", "True", sandboxv1beta1.SandboxReasonSuspendedPodTerminated), cond("Ready", "False", sandboxv1beta1.SandboxReasonSuspended)}
+	}
+	require.NoError(t, f.Sandboxes.Tracker().Create(f.resource(), o, ns))
+}
+
+// Count returns how many requests of verb on resource the clients sent,
+// for example Count("patch", "sandboxes").
+func (f *Fake) Count(verb, resource string) int {
+	n := 0
+	for _, a := range append(f.Sandboxes.Actions(), f.Kube.Actions()...) {
+		if a.GetVerb() == verb && a.GetResource().Resource == resource {
+			n++
+		}
+	}
+	return n
+}
+
+// Mutations counts the creates, updates, patches and deletes sent, Events
+// included.
+func (f *Fake) Mutations() int {
+	n := 0
+	for _, a := range append(f.Sandboxes.Actions(), f.Kube.Actions()...) {
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete":
+			n++
+		}
+	}
+	return n
+}
+
+// Sandbox returns the stored sandbox ns/name as a v1beta1 or v1alpha1
+// object.
+func (f *Fake) Sandbox(t testing.TB, ns, name string) runtime.Object {
+	t.Helper()
+	o, err := f.Sandboxes.Tracker().Get(f.resource(), ns, name)
+	require.NoError(t, err)
+	return o
+}
+
+// resource is the sandboxes of the served version.
+func (f *Fake) resource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: sandboxv1beta1.GroupVersion.Group, Version: f.Version, Resource: "sandboxes"}
+}
+
+// StaleFixture is a fake of version on which both namespaces' fences are
+// at generation 2; every sandbox was admitted under generation 1, running
+// or not.
+func StaleFixture(t testing.TB, version string, running bool) *Fake {
+	f := NewFake(t, version)
+	f.AddFence(t, "team-a", "fence-a", 2)
+	f.AddFence(t, "team-b", "fence-b", 2)
+	for i := 0; i < 4; i++ {
+		f.AddSandbox(t, "team-a", fmt.Sprintf("sb-%d", i), running, "fence-a", 1)
+	}
+	f.AddSandbox(t, "team-b", "sb-x", running, "fence-b", 1)
+	return f
+}
+
+// Events returns the notes of the Events written.
+func (f *Fake) Events(ctx context.Context, t testing.TB) []string {
+	t.Helper()
+	l, err := f.Kube.EventsV1().Events("").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, e := range l.Items {
+		out = append(out, e.Note)
+	}
+	return out
+}
+
+var env *kubetest.Env
+
+// Main runs the package's tests with a kube-apiserver that serves
+// agent-sandbox's Sandbox CRD; call it from TestMain.
+func Main(m *testing.M) {
+	crd, err := sandboxtest.SandboxCRD()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	kubetest.Main(m, &env, crd)
+}
