@@ -21,7 +21,8 @@ import (
 type handle = core.Handle
 
 // Driver manages the Sandboxes of one gateway in a set of namespaces. It
-// is safe for concurrent use. Close it to stop its Event recorder.
+// is safe for concurrent use. Make it with [New] or [NewForClients]; the
+// zero value is not usable. Close it to stop its Event recorder.
 type Driver struct {
 	handle
 	c *core.Core
@@ -87,6 +88,9 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 // included, through the clientsets given, as they are: client-go's fake
 // clientsets in a test, or clients a program built itself (through
 // kubeadapter.Apply, for the stack). The checks and options are [New]'s.
+// The clientsets' own client-side limits apply: one built from a
+// kubeconfig's config allows client-go's 5 requests a second unless its
+// QPS is set (-1 for none, as [New] does).
 func NewForClients(sandboxes versioned.Interface, kube kubernetes.Interface, gateway string, namespaces []string, opts ...Option) (*Driver, error) {
 	switch {
 	case isNil(sandboxes):

@@ -21,10 +21,10 @@ var buckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60
 // Metrics is a prometheus.Collector of the metrics of the reconcilers it
 // is wired to: it is their [reconciler.Observer] ([reconciler.WithObserver])
 // and, through [Metrics.Queue], their work queue's
-// workqueue.MetricsProvider ([reconciler.WithQueueMetrics]). Make it with [New]; the zero value is
-// not usable. It is safe for concurrent use. Wired to several
-// reconcilers, it counts their sum; of their longest-running processors,
-// it shows the longest.
+// workqueue.MetricsProvider ([reconciler.WithQueueMetrics]). Make it with
+// [New]; the zero value is not usable. It is safe for concurrent use.
+// Wired to several reconcilers, it counts their sum; of their
+// longest-running processors, it shows the longest.
 type Metrics struct {
 	passes         prometheus.Counter
 	passDuration   prometheus.Histogram

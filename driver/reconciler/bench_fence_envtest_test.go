@@ -292,7 +292,7 @@ func (rg *fenceRig) rawSuspend(b *testing.B, then func(*sandboxv1beta1.Sandbox))
 	refs := rg.list(b)
 	cpu0 := serverCPU()
 	start := time.Now()
-	err := rg.patchAll(refs, defaultWorkers, suspendBody, then)
+	err := rg.patchAll(refs, reconciler.DefaultWorkers, suspendBody, then)
 	took := time.Since(start)
 	cpu := serverCPU() - cpu0
 	require.NoError(b, err)
@@ -419,10 +419,6 @@ func (rg *fenceRig) list(b *testing.B) []sandboxRef {
 // admitWorkers admit faster than the reconciler's workers suspend: the
 // admission is off the clock.
 const admitWorkers = 32
-
-// defaultWorkers is the reconciler's default number of workers
-// (reconciler.WithWorkers).
-const defaultWorkers = 8
 
 // patchAll sends body(rv) to every sandbox of refs as a JSON merge patch,
 // from workers goroutines, calling then, if not nil, with each answer, and

@@ -26,12 +26,15 @@
 // reads: of a sandbox the driver's view without its conditions, of a fence
 // its identity and generation.
 //
-// Unknown is not absent: until the caches have synced, and while a fence's
-// list or watch fails (or its watch ended and it has not listed again),
-// nothing is decided for that namespace; a fence is absent only when the
-// API server said so, and before suspending a sandbox because its fence is
-// absent or has another uid, the reconciler reads the fence from the API
-// server.
+// Unknown is not absent: until the caches have synced nothing is decided,
+// and a fence is absent only when the API server said so. The caches keep
+// no watch-health state of their own: after a broken watch a fence cache
+// shows the fence as it was, which cannot suspend a sandbox wrongly.
+// Before suspending a sandbox because its fence is absent or has another
+// uid, the reconciler reads the fence from the API server; a fence at an
+// older generation than the one a sandbox recorded decides nothing. A
+// broken fence watch is reported to the observers as an error, and what
+// changed meanwhile is acted on once the informer lists or watches again.
 //
 // [Reconciler.Pass] is one sweep that reads from the API server, for a
 // program that reconciles once. One reconciler runs one Run or Pass at a

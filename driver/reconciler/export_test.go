@@ -6,6 +6,9 @@ import (
 	"golang.org/x/time/rate"
 )
 
+// DefaultWorkers is the default of WithWorkers.
+const DefaultWorkers = defaultWorkers
+
 // NextWait exposes the reconciler's jittered wait to the tests.
 func NextWait(r *Reconciler) time.Duration { return r.next() }
 

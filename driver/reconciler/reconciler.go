@@ -101,6 +101,9 @@ func New(d *driver.Driver, opts ...Option) (*Reconciler, error) {
 		}
 	}
 	cr := core.Of(d)
+	if cr == nil {
+		return nil, errors.New("reconciler: New: the driver was not made by driver.New or driver.NewForClients")
+	}
 	r := &Reconciler{
 		core: cr, period: c.period, grace: c.grace, workers: c.workers,
 		election: c.election, observers: c.observers, metrics: c.queueMetrics, log: cr.Log,

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 )
 
 // probeBackoffCap bounds the wait between probes of the Sandbox API.
@@ -55,6 +57,15 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	cluster := r.clusterScope(ctx)
 	c := newCaches(r.core, version, cluster)
+	for _, inf := range c.fences {
+		// A fence watch that breaks is heard, though it leaves the cache
+		// as it was (see caches): an error to the observers, and
+		// client-go's log line on the reconciler's logger.
+		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, rf *cache.Reflector, err error) {
+			r.failed(ActionNone, fmt.Errorf("reconciler: watching the fences: %w", err))
+			cache.DefaultWatchErrorHandler(ctx, rf, err)
+		})
+	}
 	q := &queue{track: len(r.observers) > 0, metrics: r.metrics}
 	for scope := range c.sandboxes {
 		if err := r.handle(c, q, scope); err != nil {
@@ -66,7 +77,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		stopCaches()
 		c.shutdown()
 	}()
-	if err := c.start(cacheCtx); err != nil {
+	// The informers log through client-go's klog: to the reconciler's
+	// logger.
+	if err := c.start(klog.NewContext(cacheCtx, r.log)); err != nil {
 		return err
 	}
 	r.mu.Lock()

@@ -521,10 +521,10 @@ func TestLostLeaseStopsWorkers(t *testing.T) {
 }
 
 // TestWatchBreak: the connection under the informers is reset and new
-// ones are refused, and the fence is deleted meanwhile; nothing is
-// written. Once the informer lists again, the API server's answer (absent)
-// is acted
-// on: every running sandbox is suspended.
+// ones are refused, and the fence is deleted meanwhile: the broken watch
+// is reported to the observers and nothing is written. Once the informer
+// lists again, the API server's answer (absent) is acted on: every
+// running sandbox is suspended.
 func TestWatchBreak(t *testing.T) { scopes(t, watchBreak) }
 
 func watchBreak(t *testing.T, cluster bool) {
@@ -556,12 +556,23 @@ func watchBreak(t *testing.T, cluster bool) {
 	plain := r.Driver(t, nil)
 	waitBootstrapped(t, r, names)
 	counter.Reset()
+	for len(unknown) > 0 {
+		<-unknown
+	}
 
 	proxy.SetFault(faultproxy.ResetBeforeForward)
 	proxy.ResetAll()
 	require.NoError(t, r.CS.NetworkingV1().NetworkPolicies(r.NS).Delete(context.Background(), drivertest.FenceName, metav1.DeleteOptions{}))
-	// While the watch is broken the cache still shows the fence: the
-	// resync decides nothing from it, and no write could pass anyway.
+	// The broken fence watch is heard: an error to the observers. The
+	// cache still shows the fence as it was, which suspends nothing.
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-unknown:
+			return strings.Contains(err.Error(), "watching the fences")
+		default:
+			return false
+		}
+	}, drivertest.Settle, 10*time.Millisecond, "the broken fence watch is reported")
 	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "nothing written while the watch is broken")
 	for _, name := range names {
 		s, err := plain.Get(context.Background(), r.NS, name)
@@ -643,8 +654,10 @@ func relist(t *testing.T, cluster bool) {
 	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "nothing written while the caches cannot list")
 	proxy.SetFault(faultproxy.None)
 
-	// client-go's reflector backs off up to 30s between its attempts.
-	require.Eventually(t, func() bool { return lists.done()["sandboxes"] == int64(per) }, 2*drivertest.Settle, 10*time.Millisecond,
+	// client-go's reflector backs off up to 30s between its attempts,
+	// jittered up to twice that: an informer whose backoff grew while the
+	// fault lasted tries again up to a minute after it ended.
+	require.Eventually(t, func() bool { return lists.done()["sandboxes"] == int64(per) }, 2*time.Minute, 10*time.Millisecond,
 		"every Sandbox informer lists again: want %d, lists %v", per, &lists)
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)

@@ -51,10 +51,9 @@ func TestStaleFenceCacheReadAgain(t *testing.T) {
 	// sandbox watch reports and the fence watch does not.
 	f.AddFence(t, "team-a", "fence-new", 1)
 	before := reads.Load()
-	_, err := d.Start(context.Background(), "team-a", "sb-0")
+	s, err := d.Start(context.Background(), "team-a", "sb-0")
 	require.NoError(t, err)
-	started := f.Count("patch", "sandboxes")
-	require.Equal(t, 1, started, "Start admits sb-0 under the new fence")
+	require.Equal(t, "fence-new", string(s.FenceUID), "Start admits sb-0 under the new fence")
 	before++ // Start's own read of the fence
 
 	require.Eventually(t, func() bool { return reads.Load() > before }, 10*time.Second, 5*time.Millisecond,
@@ -63,7 +62,7 @@ func TestStaleFenceCacheReadAgain(t *testing.T) {
 	// clears the bootstrap mark: a patch, but not a suspension.
 	require.Never(t, func() bool { return suspensions.Load() > 0 }, 500*time.Millisecond, 10*time.Millisecond,
 		"sb-0 runs inside the live fence: it is not suspended")
-	s, err := d.Get(context.Background(), "team-a", "sb-0")
+	s, err = d.Get(context.Background(), "team-a", "sb-0")
 	require.NoError(t, err)
 	assert.True(t, s.Running)
 }

@@ -68,6 +68,14 @@ func NewFake(t testing.TB, version string) *Fake {
 		return false, nil, nil
 	})
 	f.Sandboxes.PrependReactor("patch", "sandboxes", f.patch)
+	// The tracker stores a created object's resourceVersion as given:
+	// empty, which no patch guard would compare.
+	f.Sandboxes.PrependReactor("create", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if m, ok := a.(k8stesting.CreateAction).GetObject().(metav1.Object); ok {
+			m.SetResourceVersion(f.nextRV())
+		}
+		return false, nil, nil
+	})
 	return f
 }
 
