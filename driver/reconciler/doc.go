@@ -33,8 +33,9 @@
 // Before suspending a sandbox because its fence is absent or has another
 // uid, the reconciler reads the fence from the API server; a fence at an
 // older generation than the one a sandbox recorded decides nothing. A
-// broken fence watch is reported to the observers as an error, and what
-// changed meanwhile is acted on once the informer lists or watches again.
+// failed fence list or watch that client-go hands to its watch error
+// handler reaches the observers as an error, and what changed meanwhile
+// is acted on once the informer lists or watches again.
 //
 // [Reconciler.Pass] is one sweep that reads from the API server, for a
 // program that reconciles once. One reconciler runs one Run or Pass at a

@@ -58,9 +58,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	cluster := r.clusterScope(ctx)
 	c := newCaches(r.core, version, cluster)
 	for _, inf := range c.fences {
-		// A fence watch that breaks is heard, though it leaves the cache
-		// as it was (see caches): an error to the observers, and
-		// client-go's log line on the reconciler's logger.
+		// A failed list or watch that client-go hands to its handler is
+		// heard, though it leaves the cache as it was (see caches): an
+		// error to the observers, and client-go's log line on the
+		// reconciler's logger.
 		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, rf *cache.Reflector, err error) {
 			r.failed(ActionNone, fmt.Errorf("reconciler: watching the fences: %w", err))
 			cache.DefaultWatchErrorHandler(ctx, rf, err)

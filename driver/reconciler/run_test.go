@@ -236,8 +236,12 @@ func runFenceChange(t *testing.T, cluster bool) {
 
 // TestFenceChangeAtDefaults: with the config a kubeconfig gives (QPS and
 // Burst unset) and the reconciler's default options, 60 running sandboxes
-// are suspended within 5 s of a fence change. At client-go's default of 5
-// requests a second the 60 PATCHes alone took 12 s.
+// are suspended soon after a fence change: about 1 to 2 s here (logged).
+// At client-go's default of 5 requests a second, burst 10, the 60 PATCHes
+// alone cannot go out in less than 10 s however fast the machine, so that
+// is the bound: it fails with client-side throttling on every run, and a
+// shared, busy machine does not make it fail without (a 5 s bound did,
+// at 6.3 s, while other test binaries were being built).
 func TestFenceChangeAtDefaults(t *testing.T) {
 	r := drivertest.CurrentRig(t)
 	const n = 60
@@ -272,7 +276,7 @@ func TestFenceChangeAtDefaults(t *testing.T) {
 	}, drivertest.Settle, 10*time.Millisecond, "not every sandbox is suspended")
 	took := time.Since(changed)
 	t.Logf("%d sandboxes suspended %v after the fence change", n, took)
-	assert.Less(t, took, 5*time.Second)
+	assert.Less(t, took, 10*time.Second, "client-side throttling: 5 requests a second")
 }
 
 // TestRunSeedRegression: after the change settles, three resyncs write
@@ -521,10 +525,9 @@ func TestLostLeaseStopsWorkers(t *testing.T) {
 }
 
 // TestWatchBreak: the connection under the informers is reset and new
-// ones are refused, and the fence is deleted meanwhile: the broken watch
-// is reported to the observers and nothing is written. Once the informer
+// ones are refused, and the fence is deleted meanwhile. Once the informer
 // lists again, the API server's answer (absent) is acted on: every
-// running sandbox is suspended.
+// running sandbox is suspended, once.
 func TestWatchBreak(t *testing.T) { scopes(t, watchBreak) }
 
 func watchBreak(t *testing.T, cluster bool) {
@@ -541,44 +544,18 @@ func watchBreak(t *testing.T, cluster bool) {
 	viaProxy.Cfg.Host = "https://127.0.0.1:" + port
 	counter := drivertest.NewWrites()
 	d := viaProxy.Driver(t, counter)
-	unknown := make(chan error, 100)
-	rec := scoped(t, d, cluster, reconciler.WithPeriod(time.Second), reconciler.WithObserver(&observer{
-		action: func(ev reconciler.ActionEvent) {
-			if ev.Err != nil {
-				select {
-				case unknown <- ev.Err:
-				default:
-				}
-			}
-		},
-	}))
+	rec := scoped(t, d, cluster, reconciler.WithPeriod(time.Second))
 	runReconciler(t, rec)
 	plain := r.Driver(t, nil)
 	waitBootstrapped(t, r, names)
 	counter.Reset()
-	for len(unknown) > 0 {
-		<-unknown
-	}
 
 	proxy.SetFault(faultproxy.ResetBeforeForward)
 	proxy.ResetAll()
 	require.NoError(t, r.CS.NetworkingV1().NetworkPolicies(r.NS).Delete(context.Background(), drivertest.FenceName, metav1.DeleteOptions{}))
-	// The broken fence watch is heard: an error to the observers. The
-	// cache still shows the fence as it was, which suspends nothing.
-	require.Eventually(t, func() bool {
-		select {
-		case err := <-unknown:
-			return strings.Contains(err.Error(), "watching the fences")
-		default:
-			return false
-		}
-	}, drivertest.Settle, 10*time.Millisecond, "the broken fence watch is reported")
-	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "nothing written while the watch is broken")
-	for _, name := range names {
-		s, err := plain.Get(context.Background(), r.NS, name)
-		require.NoError(t, err)
-		assert.True(t, s.Running, "%s still runs", name)
-	}
+	// The cache still shows the fence as it was, which suspends nothing;
+	// no write could pass the proxy anyway. TestStaleFenceCacheReadAgain
+	// is the test of a stale cache.
 
 	proxy.SetFault(faultproxy.None)
 	waitFor(t, plain, r.NS, names, "suspended", suspended)
