@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -588,11 +589,16 @@ func scopeName(cluster bool) string {
 	return "namespaced"
 }
 
-// TestRelist: after the connection under the informers breaks, each
-// Sandbox informer lists again once: one list of the whole gateway when it
-// watches the cluster, one per namespace otherwise; a fence informer lists
-// at most once (client-go resumes a watch where it can). While they
-// cannot, nothing is written; once they have, a fence change is acted on.
+// TestRelist: after the connection under the informers breaks, and the
+// API server answers their requests 500 meanwhile, each Sandbox informer
+// lists again once: one list of the whole gateway when it watches the
+// cluster, one per namespace otherwise; a fence informer lists at most
+// once (client-go resumes a watch where it can). While they cannot,
+// nothing is written; once they have, a fence change is acted on. The
+// fault is an answer, not a refused connection: client-go and the
+// kubewire stack retry a GET whose connection failed, and an informer
+// whose retries outlast the fault would resume its watch instead of
+// listing; an answer reaches the informer at once.
 func TestRelist(t *testing.T) { scopes(t, relist) }
 
 func relist(t *testing.T, cluster bool) {
@@ -625,15 +631,14 @@ func relist(t *testing.T, cluster bool) {
 	}
 	// Every informer's watch breaks, and its next one fails: only then
 	// does client-go list again; a watch that merely ended resumes.
-	proxy.SetFault(faultproxy.ResetBeforeForward)
+	lists.refuse(true)
 	proxy.ResetAll()
 	require.Eventually(t, func() bool { return lists.failedInformers() == 2*per }, drivertest.Settle, 10*time.Millisecond, "every informer tries again")
 	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "nothing written while the caches cannot list")
-	proxy.SetFault(faultproxy.None)
+	lists.refuse(false)
 
 	// client-go's reflector backs off up to 30s between its attempts,
-	// jittered up to twice that: an informer whose backoff grew while the
-	// fault lasted tries again up to a minute after it ended.
+	// jittered up to twice that.
 	require.Eventually(t, func() bool { return lists.done()["sandboxes"] == int64(per) }, 2*time.Minute, 10*time.Millisecond,
 		"every Sandbox informer lists again: want %d, lists %v", per, &lists)
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -667,22 +672,38 @@ func relist(t *testing.T, cluster bool) {
 
 // listCounter counts, per resource, the lists that succeeded (a LIST's
 // first page, or a watch that sends the initial state: client-go's
-// watch-list), and which informers' list or watch requests failed.
+// watch-list), and which informers' list or watch requests failed. While
+// refusing, it answers the informers' requests 500 itself.
 type listCounter struct {
+	refusing atomic.Bool
+
 	mu     sync.Mutex
 	lists  map[string]int64
 	failed map[string]bool // by path: one per informer
 }
+
+// refuse sets whether the informers' requests are answered 500.
+func (l *listCounter) refuse(on bool) { l.refusing.Store(on) }
 
 func (l *listCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		resource := req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
 		q := req.URL.Query()
 		informer := req.Method == http.MethodGet && (resource == "sandboxes" || resource == "networkpolicies")
-		resp, err := rt.RoundTrip(req)
+		var resp *http.Response
+		var err error
+		if informer && l.refusing.Load() {
+			resp = &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error",
+				Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Request: req,
+				Header: http.Header{"Content-Type": {"application/json"}},
+				Body: io.NopCloser(strings.NewReader(`{"kind":"Status","apiVersion":"v1","status":"Failure",` +
+					`"message":"injected: etcdserver: request timed out","reason":"InternalError","code":500}`))}
+		} else {
+			resp, err = rt.RoundTrip(req)
+		}
 		switch {
 		case !informer:
-		case err != nil:
+		case err != nil, resp.StatusCode >= http.StatusInternalServerError:
 			l.mu.Lock()
 			if l.failed == nil {
 				l.failed = map[string]bool{}
