@@ -26,13 +26,9 @@ func (d *Driver) Create(ctx context.Context, ns, name string, tmpl sandboxv1beta
 	if err := validateTemplate(op, ns, name, tmpl); err != nil {
 		return Sandbox{}, err
 	}
-	// The probe first: without agent-sandbox, no fence is made.
-	if _, err := d.c.Version(ctx); err != nil {
-		return Sandbox{}, wrap(op, ns, name, err)
-	}
-	fence, err := d.c.EnsureFence(ctx, ns)
+	fence, err := d.fence(ctx, op, ns, name)
 	if err != nil {
-		return Sandbox{}, wrap(op, ns, name, err)
+		return Sandbox{}, err
 	}
 	s, err := d.c.Create(ctx, ns, name, fence, tmpl)
 	if err != nil {
@@ -140,12 +136,9 @@ func (d *Driver) Start(ctx context.Context, ns, name string) (Sandbox, error) {
 	if err := d.validate(op, ns, name); err != nil {
 		return Sandbox{}, err
 	}
-	if _, err := d.c.Version(ctx); err != nil {
-		return Sandbox{}, wrap(op, ns, name, err)
-	}
-	fence, err := d.c.EnsureFence(ctx, ns)
+	fence, err := d.fence(ctx, op, ns, name)
 	if err != nil {
-		return Sandbox{}, wrap(op, ns, name, err)
+		return Sandbox{}, err
 	}
 	s, err := d.c.Update(ctx, ns, name, nil, func(s core.Sandbox) *core.Patch {
 		if s.Running && s.Fence == fence {
@@ -181,6 +174,19 @@ func (d *Driver) Delete(ctx context.Context, ns, name string) error {
 		return &Error{Op: op, Namespace: ns, Name: name, Kind: KindPrecondition, Err: err}
 	}
 	return wrap(op, ns, name, err)
+}
+
+// fence returns ns's fence for op, creating it if it is missing. The
+// Sandbox API is probed first: without agent-sandbox, no fence is made.
+func (d *Driver) fence(ctx context.Context, op, ns, name string) (core.Fence, error) {
+	if _, err := d.c.Version(ctx); err != nil {
+		return core.Fence{}, wrap(op, ns, name, err)
+	}
+	fence, err := d.c.EnsureFence(ctx, ns)
+	if err != nil {
+		return core.Fence{}, wrap(op, ns, name, err)
+	}
+	return fence, nil
 }
 
 func (d *Driver) validateNamespace(op, ns, name string) *Error {
