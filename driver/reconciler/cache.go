@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"fmt"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,22 +145,17 @@ func (c *caches) shutdown() {
 	}
 }
 
-// fence returns what the cache knows of ns's fence: unknown until the
-// informer has synced. Absent means the API server said so: the policy
-// was not in its list, or a delete was observed.
-func (c *caches) fence(ns string) (liveFence, error) {
-	inf := c.fences[c.scope(ns)]
-	if !inf.HasSynced() {
-		return liveFence{}, fmt.Errorf("fence of %s: not synced", ns)
+// fence returns what the cache says of ns's fence. Run starts no worker
+// before the caches have synced (start), so absent means the API server
+// said so: the policy was not in its list, or a delete was observed; and
+// decide reads the fence again before it suspends on absent (decideFresh).
+func (c *caches) fence(ns string) liveFence {
+	// client-go's stores never fail a GetByKey.
+	o, _, _ := c.fences[c.scope(ns)].GetStore().GetByKey(ns + "/" + c.fenceName)
+	if np, ok := o.(*networkingv1.NetworkPolicy); ok {
+		return liveFence{known: true, present: true, fence: core.Fence{UID: np.UID, Generation: np.Generation}}
 	}
-	o, ok, err := inf.GetStore().GetByKey(ns + "/" + c.fenceName)
-	if err != nil {
-		return liveFence{}, err
-	}
-	if np, isPolicy := o.(*networkingv1.NetworkPolicy); ok && isPolicy {
-		return liveFence{known: true, present: true, fence: core.Fence{UID: np.UID, Generation: np.Generation}}, nil
-	}
-	return liveFence{known: true}, nil
+	return liveFence{known: true}
 }
 
 // sandbox returns the cached sandbox named by key, if the driver serves

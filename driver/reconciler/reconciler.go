@@ -34,8 +34,8 @@ type PassStats struct {
 type ActionEvent struct {
 	// Type is the action. With Err set it is the action that was decided,
 	// or ActionNone when the failure came before a decision: a read of a
-	// namespace's fence or sandboxes in a pass, or a sandbox whose fence is
-	// unknown in Run.
+	// namespace's fence or sandboxes in a pass, or a fence watch that
+	// client-go reports failed in Run.
 	Type ActionType
 	// EventDropped says the warning's Event was over the driver's event
 	// limit (driver.WithEventLimit) and was not recorded; the warning is

@@ -186,17 +186,8 @@ func (r *Reconciler) work(ctx context.Context, c *caches, q *queue, wq workqueue
 		q.settle(key)
 		return true
 	}
-	live, err := c.fence(key.Namespace)
-	if err != nil {
-		// Not synced: unknown is not absent. Decide nothing, look again
-		// later.
-		r.log.V(1).Info("fence unknown; not deciding", "namespace", key.Namespace, "sandbox", key.Name, "reason", err.Error())
-		r.failed(ActionNone, fail(key.Namespace, key.Name, "reading the fence", err))
-		wq.AddRateLimited(key)
-		return true
-	}
 	now := time.Now()
-	if a, err := r.reconcile(ctx, q, &s, live, now); err != nil {
+	if a, err := r.reconcile(ctx, q, &s, c.fence(key.Namespace), now); err != nil {
 		if ctx.Err() == nil {
 			r.log.Error(err, "reconciling sandbox; retrying", "namespace", key.Namespace, "sandbox", key.Name)
 			r.failed(a.Type, err)
