@@ -100,11 +100,13 @@ func heap() uint64 {
 // BenchmarkRunIdle: the event-driven reconciler over n converged sandboxes
 // on a real API server. It reports the requests it sends per idle minute
 // (only its watches stay open: no LIST between resyncs) and the heap per
-// cached sandbox. Run with -benchtime 1x: each iteration idles 10 seconds.
+// cached sandbox, with the config a kubeconfig gives (QPS and Burst
+// unset). Run with -benchtime 1x: each iteration idles 10 seconds.
 func BenchmarkRunIdle(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("sandboxes=%d", n), func(b *testing.B) {
-			cfg, ns, _, _ := benchRig(b, n)
+			rig, ns, _, _ := benchRig(b, n)
+			cfg := userConfig(rig)
 			var count watchCounter
 			cfg.Wrap(count.wrap)
 			d, err := driver.New(cfg, "gw", []string{ns})

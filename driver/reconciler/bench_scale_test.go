@@ -28,8 +28,9 @@ import (
 // or 1,000 namespaces of 10 converged sandboxes each, watching each
 // namespace and the whole cluster, on a real API server. It reports the
 // watches open once the caches have synced, the heap they hold, and the
-// requests an idle minute sends. Run with -benchtime 1x: each iteration
-// idles 10 seconds.
+// requests an idle minute sends, with the config a kubeconfig gives (QPS
+// and Burst unset). Run with -benchtime 1x: each iteration idles 10
+// seconds.
 func BenchmarkNamespaces(b *testing.B) {
 	const perNamespace = 10
 	for _, n := range []int{1, 100, 1000} {
@@ -37,7 +38,7 @@ func BenchmarkNamespaces(b *testing.B) {
 		for _, cluster := range []bool{false, true} {
 			b.Run(fmt.Sprintf("namespaces=%d/scope=%s", n, scopeName(cluster)), func(b *testing.B) {
 				var w watchCounter
-				c := rest.CopyConfig(cfg)
+				c := userConfig(cfg)
 				c.Wrap(w.wrap)
 				d, err := driver.New(c, gateway(n), namespaces)
 				if err != nil {

@@ -594,7 +594,8 @@ func scopeName(cluster bool) string {
 // lists again once: one list of the whole gateway when it watches the
 // cluster, one per namespace otherwise; a fence informer lists at most
 // once (client-go resumes a watch where it can). While they cannot,
-// nothing is written; once they have, a fence change is acted on. The
+// nothing is written, and the fence informers' failures reach the
+// observers; once they have, a fence change is acted on. The
 // fault is an answer, not a refused connection: client-go and the
 // kubewire stack retry a GET whose connection failed, and an informer
 // whose retries outlast the fault would resume its watch instead of
@@ -619,7 +620,12 @@ func relist(t *testing.T, cluster bool) {
 	d, err := driver.New(viaProxy, gw, namespaces)
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
-	rec := scoped(t, d, cluster, reconciler.WithPeriod(time.Hour))
+	var fenceWatchErrs atomic.Int64
+	rec := scoped(t, d, cluster, reconciler.WithPeriod(time.Hour), reconciler.WithObserver(&observer{action: func(e reconciler.ActionEvent) {
+		if e.Err != nil && strings.Contains(e.Err.Error(), "watching the fences") {
+			fenceWatchErrs.Add(1)
+		}
+	}}))
 	runReconciler(t, rec)
 	require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond)
 	lists.reset()
@@ -635,6 +641,10 @@ func relist(t *testing.T, cluster bool) {
 	proxy.ResetAll()
 	require.Eventually(t, func() bool { return lists.failedInformers() == 2*per }, drivertest.Settle, 10*time.Millisecond, "every informer tries again")
 	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "nothing written while the caches cannot list")
+	// client-go hands a fence informer's failed list or watch to its
+	// watch error handler, which reports it to the observers.
+	require.Eventually(t, func() bool { return fenceWatchErrs.Load() >= int64(per) }, drivertest.Settle, 10*time.Millisecond,
+		"the fence informers' failures reach the observers")
 	lists.refuse(false)
 
 	// client-go's reflector backs off up to 30s between its attempts,
