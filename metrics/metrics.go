@@ -229,7 +229,7 @@ var (
 		retry.ReasonNotRetryable: "not_retryable", retry.ReasonNotIdempotent: "not_idempotent",
 		retry.ReasonBodyNotRewindable: "body_not_rewindable", retry.ReasonAttempts: "attempts",
 		retry.ReasonDeadline: "deadline", retry.ReasonCanceled: "canceled", retry.ReasonBudget: "budget",
-		retry.ReasonRetryAfter: "retry_after",
+		retry.ReasonRetryAfter: "retry_after", retry.ReasonMaybeApplied: "maybe_applied",
 	}
 	phaseLabels = []string{timeout.PhaseHeaders: "headers", timeout.PhaseBody: "body", timeout.PhaseStalled: "stalled"}
 )

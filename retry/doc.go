@@ -11,10 +11,16 @@
 //     REFUSED_STREAM or a stream the server's GOAWAY left unprocessed). Any
 //     method is retried.
 //   - [MaybeSent]: the request may have reached the server (reset, EOF,
-//     timeout after writing, HTTP/2 connection lost). Only idempotent
-//     requests are retried: GET, HEAD, OPTIONS, TRACE, PUT, DELETE, a request
-//     with an Idempotency-Key or X-Idempotency-Key header, or one whose
-//     context was marked with [ContextWithIdempotent].
+//     timeout after writing, HTTP/2 connection lost). Only requests whose
+//     second copy is harmless are retried, by the rule [WithResendable]
+//     sets. The default, [IsIdempotent], is RFC 9110's: GET, HEAD, OPTIONS,
+//     TRACE, PUT, DELETE, a request with an Idempotency-Key or
+//     X-Idempotency-Key header, or one whose context was marked with
+//     [ContextWithIdempotent]. kubeadapter installs Kubernetes' rule
+//     instead (kubeadapter.Resendable): a write is re-sent only when its
+//     precondition makes a second copy harmless. When a copy re-sent so is
+//     refused with 404, 409 or 412, the earlier copy may have been applied:
+//     the answer goes back to the caller, and [MaybeApplied] tells it.
 //   - [NotRetryable]: anything else, including certificate errors, a
 //     cancelled caller, and errors the classifier does not know. Fail closed.
 //

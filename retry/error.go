@@ -33,6 +33,11 @@ const (
 	// ReasonRetryAfter: the status asked for a wait longer than
 	// [WithMaxRetryAfter] allows; it went back to the caller.
 	ReasonRetryAfter
+	// ReasonMaybeApplied: a copy re-sent after an earlier one may have
+	// reached the server was answered 404 Not Found, 409 Conflict or 412
+	// Precondition Failed, which the earlier copy may have caused by being
+	// applied. The answer went back to the caller ([MaybeApplied]).
+	ReasonMaybeApplied
 )
 
 func (r Reason) String() string {
@@ -53,6 +58,8 @@ func (r Reason) String() string {
 		return "retry budget exhausted"
 	case ReasonRetryAfter:
 		return "not retried: Retry-After is longer than WithMaxRetryAfter allows"
+	case ReasonMaybeApplied:
+		return "re-sent after an earlier copy may have reached the server, and refused: the earlier copy may have been applied"
 	}
 	return fmt.Sprintf("Reason(%d)", int(r))
 }

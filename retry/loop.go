@@ -69,7 +69,7 @@ func (rt *roundTripper) retryStatus(req *http.Request, resp *http.Response) bool
 	case http.StatusTooManyRequests:
 		return true
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return IsIdempotent(req)
+		return rt.cfg.resendable(req)
 	}
 	return false
 }
@@ -85,7 +85,8 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 	ctx := req.Context()
 	e := &Error{Method: req.Method}
 	rewindable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	shared := false // whether a retry of this request already shared a token
+	shared := false    // whether a retry of this request already shared a token
+	maybeSent := false // whether a copy sent may have reached the server
 	for attempt := 1; ; attempt++ {
 		e.Attempts = attempt
 		d := Decision{Request: req, Attempt: attempt, Err: err}
@@ -96,7 +97,9 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 			e.Causes = append(e.Causes, err)
 			d.Class = rt.classify(err)
 			e.Class = d.Class
+			maybeSent = maybeSent || d.Class == MaybeSent
 		} else {
+			maybeSent = maybeSent || resp.StatusCode != http.StatusTooManyRequests
 			d.StatusCode = resp.StatusCode
 			asked, hasAsked = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 			e.Causes = append(e.Causes, &StatusError{StatusCode: resp.StatusCode, RetryAfter: asked})
@@ -137,6 +140,9 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 		}
 		resp, err = rt.Next.RoundTrip(next)
 		if err == nil && !rt.retryStatus(req, resp) {
+			if maybeSent {
+				rt.maybeApplied(req, resp, attempt+1)
+			}
 			return resp, nil
 		}
 	}
@@ -154,7 +160,7 @@ func (rt *roundTripper) mayRetry(req *http.Request, d Decision, rewindable bool)
 		switch {
 		case d.Class == NotRetryable:
 			return ReasonNotRetryable
-		case d.Class == MaybeSent && !IsIdempotent(req):
+		case d.Class == MaybeSent && !rt.cfg.resendable(req):
 			return ReasonNotIdempotent
 		}
 	}
@@ -254,6 +260,24 @@ func ctxReason(ctx context.Context) Reason {
 	return ReasonCanceled
 }
 
+// maybeApplied marks resp, the answer of attempt, a copy of req sent
+// again after an earlier one may have reached the server, when its status
+// may be the earlier copy's doing; it tells the observer and logs it.
+func (rt *roundTripper) maybeApplied(req *http.Request, resp *http.Response, attempt int) {
+	switch resp.StatusCode {
+	case http.StatusNotFound, http.StatusConflict, http.StatusPreconditionFailed:
+	default:
+		return
+	}
+	if resp.Request != nil {
+		r := *resp.Request
+		resp.Request = r.WithContext(context.WithValue(r.Context(), maybeAppliedKey{}, true))
+	}
+	d := Decision{Request: req, Attempt: attempt, Class: NotRetryable, StatusCode: resp.StatusCode}
+	rt.observe(d, ReasonMaybeApplied)
+	rt.logf(req, "re-sent request refused; an earlier copy may have been applied", "attempt", attempt, "status", resp.StatusCode)
+}
+
 // stop ends retrying for reason: it records the reason in e, tells the
 // observer and returns e.
 func (rt *roundTripper) stop(e *Error, d Decision, reason Reason) *Error {
@@ -275,6 +299,18 @@ func (rt *roundTripper) observe(d Decision, reason Reason) {
 }
 
 func (rt *roundTripper) log(req *http.Request, d Decision) {
+	kv := []any{"attempt", d.Attempt, "wait", d.Wait}
+	if d.Err != nil {
+		kv = append(kv, "class", d.Class.String(), "err", d.Err)
+	} else {
+		kv = append(kv, "status", d.StatusCode)
+	}
+	rt.logf(req, "retrying request", kv...)
+}
+
+// logf logs msg about req, with kv after the request's method, host and
+// path, to the request's logger or the middleware's.
+func (rt *roundTripper) logf(req *http.Request, msg string, kv ...any) {
 	log, lerr := logr.FromContext(req.Context())
 	if lerr != nil {
 		log = rt.cfg.logger
@@ -287,13 +323,7 @@ func (rt *roundTripper) log(req *http.Request, d Decision) {
 	if req.URL != nil {
 		path = req.URL.Path
 	}
-	kv := []any{"method", req.Method, "host", req.Host, "path", path, "attempt", d.Attempt, "wait", d.Wait}
-	if d.Err != nil {
-		kv = append(kv, "class", d.Class.String(), "err", d.Err)
-	} else {
-		kv = append(kv, "status", d.StatusCode)
-	}
-	v.Info("retrying request", kv...)
+	v.Info(msg, append([]any{"method", req.Method, "host", req.Host, "path", path}, kv...)...)
 }
 
 // drain reads a little of a discarded response body, so that its connection

@@ -74,6 +74,7 @@ type config struct {
 	logger      logr.Logger
 	verbosity   int
 	observer    func(Decision)
+	resendable  func(*http.Request) bool
 	err         error
 }
 
@@ -216,6 +217,27 @@ func WithObserver(f func(Decision)) Option {
 	})
 }
 
+// WithResendable sets the rule that decides whether a request that may
+// have reached the server (a [MaybeSent] failure, or under
+// [WithStatusRetry] a 502, 503 or 504) may be sent again: f reports
+// whether a second copy is harmless. Default: [IsIdempotent], RFC 9110's
+// rule by method. Under Kubernetes a PUT or DELETE by name is not
+// harmless to repeat (a second DELETE removes an object re-created under
+// the name meanwhile); kubeadapter installs Kubernetes' rule, which
+// re-sends a write only when its own precondition makes a second copy
+// harmless. f is called only after such a failure, on the request's
+// goroutine; it must not consume the request's body (it may read a copy
+// from GetBody). Must not be nil.
+func WithResendable(f func(*http.Request) bool) Option {
+	return optionFunc(func(c *config) {
+		if f == nil {
+			c.fail("WithResendable must not be nil")
+			return
+		}
+		c.resendable = f
+	})
+}
+
 func newConfig(opts []Option) config {
 	c := config{
 		maxAttempts: DefaultMaxAttempts,
@@ -224,6 +246,7 @@ func newConfig(opts []Option) config {
 		budget:      newBudget(DefaultBudgetRatio, DefaultBudgetFloor),
 		maxWait:     DefaultMaxRetryAfter,
 		logger:      logr.Discard(),
+		resendable:  IsIdempotent,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -264,6 +287,7 @@ func ContextWithIdempotent(ctx context.Context) context.Context {
 // IsIdempotent reports whether req may be re-sent after it may have reached
 // the server: by its method, by an Idempotency-Key or X-Idempotency-Key
 // header (present, as net/http counts it), or by [ContextWithIdempotent].
+// It is the default rule of [WithResendable].
 func IsIdempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
@@ -276,5 +300,20 @@ func IsIdempotent(req *http.Request) bool {
 		return true
 	}
 	marked, _ := req.Context().Value(idempotentKey{}).(bool)
+	return marked
+}
+
+type maybeAppliedKey struct{}
+
+// MaybeApplied reports whether resp answers a request the middleware sent
+// again after an earlier copy may have reached the server, with 404 Not
+// Found, 409 Conflict or 412 Precondition Failed: a write guarded by a
+// precondition whose earlier copy was applied is refused so. The caller
+// should not take such an answer to mean its write did not happen.
+func MaybeApplied(resp *http.Response) bool {
+	if resp == nil || resp.Request == nil {
+		return false
+	}
+	marked, _ := resp.Request.Context().Value(maybeAppliedKey{}).(bool)
 	return marked
 }
