@@ -19,7 +19,8 @@
 //     [ContextWithIdempotent]. kubeadapter installs Kubernetes' rule
 //     instead (kubeadapter.Resendable): a write is re-sent only when its
 //     precondition makes a second copy harmless. When a copy re-sent so is
-//     refused with 404, 409 or 412, the earlier copy may have been applied:
+//     refused with 404, 409, 412 or 422, the earlier copy may have been
+//     applied:
 //     the answer goes back to the caller, and [MaybeApplied] tells it.
 //   - [NotRetryable]: anything else, including certificate errors, a
 //     cancelled caller, and errors the classifier does not know. Fail closed.

@@ -34,9 +34,9 @@ const (
 	// [WithMaxRetryAfter] allows; it went back to the caller.
 	ReasonRetryAfter
 	// ReasonMaybeApplied: a copy re-sent after an earlier one may have
-	// reached the server was answered 404 Not Found, 409 Conflict or 412
-	// Precondition Failed, which the earlier copy may have caused by being
-	// applied. The answer went back to the caller ([MaybeApplied]).
+	// reached the server was answered 404, 409, 412 or 422, which the
+	// earlier copy may have caused by being applied. The answer went back
+	// to the caller ([MaybeApplied]).
 	ReasonMaybeApplied
 )
 

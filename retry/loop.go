@@ -265,7 +265,7 @@ func ctxReason(ctx context.Context) Reason {
 // may be the earlier copy's doing; it tells the observer and logs it.
 func (rt *roundTripper) maybeApplied(req *http.Request, resp *http.Response, attempt int) {
 	switch resp.StatusCode {
-	case http.StatusNotFound, http.StatusConflict, http.StatusPreconditionFailed:
+	case http.StatusNotFound, http.StatusConflict, http.StatusPreconditionFailed, http.StatusUnprocessableEntity:
 	default:
 		return
 	}

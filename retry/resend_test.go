@@ -60,8 +60,8 @@ func TestWithResendable(t *testing.T) {
 }
 
 // TestMaybeApplied: a write whose answer was lost after the server applied
-// it is sent again, and the server refuses the second copy (409, 404 or
-// 412, as a write guarded by a precondition is refused): the refusal goes
+// it is sent again, and the server refuses the second copy (409, 404, 412
+// or 422, as a write guarded by a precondition is refused): the refusal goes
 // back to the caller marked, observed and logged as maybe applied. An
 // answer to a first copy, or another status after a second, is not.
 func TestMaybeApplied(t *testing.T) {
@@ -73,6 +73,7 @@ func TestMaybeApplied(t *testing.T) {
 		{"conflict", http.StatusConflict, true},
 		{"not found", http.StatusNotFound, true},
 		{"precondition failed", http.StatusPreconditionFailed, true},
+		{"unprocessable", http.StatusUnprocessableEntity, true},
 		{"ok", http.StatusOK, false},
 		{"server error", http.StatusInternalServerError, false},
 	} {

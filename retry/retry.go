@@ -307,9 +307,11 @@ type maybeAppliedKey struct{}
 
 // MaybeApplied reports whether resp answers a request the middleware sent
 // again after an earlier copy may have reached the server, with 404 Not
-// Found, 409 Conflict or 412 Precondition Failed: a write guarded by a
-// precondition whose earlier copy was applied is refused so. The caller
-// should not take such an answer to mean its write did not happen.
+// Found, 409 Conflict, 412 Precondition Failed or 422 Unprocessable
+// Content: a write guarded by a precondition whose earlier copy was
+// applied is refused so (a JSON patch whose test fails gets 422, RFC
+// 5789). The caller should not take such an answer to mean its write did
+// not happen.
 func MaybeApplied(resp *http.Response) bool {
 	if resp == nil || resp.Request == nil {
 		return false
