@@ -11,10 +11,21 @@
 // never mutates. Inside it, outermost first:
 //
 //   - retry.New: transport errors are retried when that cannot duplicate a
-//     write (a request marked with retry.ContextWithIdempotent in its context,
-//     such as a stop or a delete, counts as idempotent). HTTP responses
-//     pass through to client-go untouched: client-go handles 429 and
-//     Retry-After itself.
+//     write, by Kubernetes' rules ([Resendable]) rather than RFC 9110's
+//     methods: a request that may have reached the API server is sent
+//     again only when it reads, or when its own precondition makes a
+//     second copy harmless (an update or patch naming
+//     metadata.resourceVersion, a delete with preconditions, a
+//     server-side apply without force), or its context is marked with
+//     retry.ContextWithIdempotent. A create, an update without
+//     resourceVersion or a delete without preconditions is sent once.
+//     HTTP responses pass through to client-go untouched (client-go
+//     handles 429 and Retry-After itself), except one: a copy sent again
+//     and refused with 409 Conflict, 404 Not Found or 422 (a JSON patch
+//     whose test fails), which the earlier copy may have caused by being
+//     applied, keeps its status and reason (apierrors.IsConflict,
+//     IsNotFound and IsInvalid hold) and its message says the earlier
+//     copy may have been applied.
 //   - pooltrace.New: connection reuse and idle time for every attempt, in
 //     the logs and in every error.
 //   - timeout.New: a timeout per attempt that starts when the request is

@@ -291,7 +291,8 @@ func (c *config) middleware() transport.Middleware {
 		}
 	}
 	opts := stack.Options{
-		Retry:     append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning)}, c.retryOptions...),
+		Retry: append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning),
+			retry.WithResendable(Resendable)}, c.retryOptions...),
 		Pooltrace: []pooltrace.Option{pooltrace.WithLogger(c.logger)},
 	}
 	opts.Retry = append(opts.Retry, retry.WithObserver(observeDecision(c.observers)))
@@ -312,7 +313,9 @@ func (c *config) middleware() transport.Middleware {
 
 // installed is the top of a kubewire stack. It hands client-go the errors
 // of requests the stack retried, or refused to retry because the retry
-// budget was spent, as an [*Error]. It marks each request's context with
+// budget was spent, as an [*Error], and a refusal of a re-sent copy whose
+// earlier copy may have been applied with a message that says so
+// (sayMaybeApplied). It marks each request's context with
 // the request's URL, so that a stack below it, which a second Apply could
 // not see (see [Apply]), passes that request through to what it wraps:
 // one stack acts. A client that a wrapper calls with the request's
@@ -341,6 +344,9 @@ func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := s.Next.RoundTrip(req.WithContext(context.WithValue(req.Context(), acting{}, acting{req.URL})))
 	if re, ok := err.(*retry.Error); ok && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
 		return nil, &Error{Retry: re}
+	}
+	if err == nil && retry.MaybeApplied(resp) {
+		sayMaybeApplied(resp)
 	}
 	return resp, err
 }

@@ -1,0 +1,115 @@
+package kubeadapter
+
+import (
+	"bytes"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+// maybeAppliedNote is added to the message of a Status that refuses a copy
+// re-sent after an earlier one may have reached the API server.
+const maybeAppliedNote = " (kubewire: this answers a copy of the request sent again after the connection failed; the earlier copy may have been applied)"
+
+// maxStatus bounds the Status body read to say so; a Status is small.
+const maxStatus = 1 << 20
+
+// protobufMagic prefixes a Kubernetes protobuf body (runtime.Unknown), and
+// selfDescribedCBOR (tag 55799) the API server's CBOR.
+var (
+	protobufMagic     = []byte("k8s\x00")
+	selfDescribedCBOR = []byte{0xd9, 0xd9, 0xf7}
+)
+
+// sayMaybeApplied rewrites resp, a 404, 409 or 422 that refused a copy
+// re-sent after an earlier one may have been applied (retry.MaybeApplied;
+// the API server answers 422 to a JSON patch whose test fails), so that
+// the caller's error says so: the Status keeps its code and reason, so
+// apierrors.IsConflict, IsNotFound and IsInvalid still hold, and its
+// message gets maybeAppliedNote. A body that is not a Status it can decode (JSON,
+// protobuf or CBOR) is given back as it was.
+func sayMaybeApplied(resp *http.Response) {
+	switch resp.StatusCode {
+	case http.StatusConflict, http.StatusNotFound, http.StatusUnprocessableEntity:
+	default:
+		return
+	}
+	if resp.Body == nil || resp.Header.Get("Content-Encoding") != "" {
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxStatus+1))
+	_ = resp.Body.Close()
+	out := body
+	if err == nil && len(body) <= maxStatus {
+		if b, ok := withNote(resp.Header.Get("Content-Type"), body); ok {
+			out = b
+		}
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(out))
+	if err != nil {
+		// Hand the caller the read's failure where it would have met it.
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(out), errReader{err}))
+		return
+	}
+	resp.ContentLength = int64(len(out))
+	if resp.Header.Get("Content-Length") != "" {
+		resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
+	}
+}
+
+// withNote returns body, a Status in the media type contentType, with
+// maybeAppliedNote added to its message.
+func withNote(contentType string, body []byte) ([]byte, bool) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return nil, false
+	}
+	var s metav1.Status
+	switch mt {
+	case "application/json":
+		if utiljson.Unmarshal(body, &s) != nil || s.Kind != "Status" {
+			return nil, false
+		}
+		s.Message += maybeAppliedNote
+		b, err := utiljson.Marshal(&s)
+		return b, err == nil
+	case "application/vnd.kubernetes.protobuf":
+		var u runtime.Unknown
+		if !bytes.HasPrefix(body, protobufMagic) || u.Unmarshal(body[len(protobufMagic):]) != nil ||
+			u.Kind != "Status" || s.Unmarshal(u.Raw) != nil {
+			return nil, false
+		}
+		s.Message += maybeAppliedNote
+		raw, err := s.Marshal()
+		if err != nil {
+			return nil, false
+		}
+		u.Raw = raw
+		b, err := u.Marshal()
+		return append(append([]byte(nil), protobufMagic...), b...), err == nil
+	case "application/cbor":
+		// The API server prefixes its CBOR with the self-described tag.
+		prefix := body[:0]
+		if bytes.HasPrefix(body, selfDescribedCBOR) {
+			prefix = selfDescribedCBOR
+		}
+		if direct.Unmarshal(body[len(prefix):], &s) != nil || s.Kind != "Status" {
+			return nil, false
+		}
+		s.Message += maybeAppliedNote
+		b, err := direct.Marshal(&s)
+		return append(append([]byte(nil), prefix...), b...), err == nil
+	}
+	return nil, false
+}
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }

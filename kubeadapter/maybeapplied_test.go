@@ -1,0 +1,105 @@
+package kubeadapter_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	cborserializer "k8s.io/apimachinery/pkg/runtime/serializer/cbor"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/internal/testserver"
+	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/transport"
+)
+
+// TestMaybeAppliedMessage: an update guarded by its resourceVersion whose
+// answer is lost after the server applied it is sent again, and the server
+// refuses the second copy with a Status in the encoding the client asked
+// for (JSON, protobuf or CBOR). The caller, client-go's REST client,
+// gets the Status' code and reason (apierrors.IsConflict, IsNotFound,
+// IsInvalid),
+// and a message that says the earlier copy may have been applied. A
+// refusal of a first copy says nothing of the kind.
+func TestMaybeAppliedMessage(t *testing.T) {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	codecs := serializer.NewCodecFactory(scheme, serializer.WithSerializer(cborserializer.NewSerializerInfo))
+	for _, mt := range []string{runtime.ContentTypeJSON, runtime.ContentTypeProtobuf, runtime.ContentTypeCBOR} {
+		for _, status := range []*apierrors.StatusError{
+			apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "cm", errors.New("the object has been modified")),
+			apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "cm"),
+			apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "cm", nil),
+		} {
+			t.Run(mt+"/"+string(status.ErrStatus.Reason), func(t *testing.T) {
+				info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), mt)
+				require.True(t, ok, mt)
+				var body bytes.Buffer
+				s := status.ErrStatus
+				s.APIVersion, s.Kind = "v1", "Status"
+				require.NoError(t, info.Serializer.Encode(&s, &body))
+				var copies atomic.Int32
+				u, proxy := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					if r.Method == http.MethodPut && copies.Add(1) > 1 {
+						w.Header().Set("Content-Type", mt)
+						w.Header().Set("Content-Length", strconv.Itoa(body.Len()))
+						w.WriteHeader(int(s.Code))
+						_, _ = w.Write(body.Bytes())
+						return
+					}
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","resourceVersion":"6"}}`)
+				}))
+				base, err := transport.New()
+				require.NoError(t, err)
+				t.Cleanup(base.CloseIdleConnections)
+				cfg := &rest.Config{Host: u, Transport: kubeadapter.Wrap()(base),
+					ContentConfig: rest.ContentConfig{ContentType: mt, NegotiatedSerializer: codecs, GroupVersion: &schema.GroupVersion{Version: "v1"}},
+					APIPath:       "/api"}
+				client, err := rest.RESTClientFor(cfg)
+				require.NoError(t, err)
+				put := func() error {
+					return client.Put().AbsPath("/api/v1/namespaces/ns/configmaps/cm").
+						SetHeader("Content-Type", "application/json").
+						Body([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","resourceVersion":"5"}}`)).
+						Do(t.Context()).Error()
+				}
+				require.NoError(t, client.Get().AbsPath("/api/v1/namespaces/ns/configmaps/cm").Do(t.Context()).Error())
+
+				proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+				err = put()
+				require.Error(t, err)
+				assert.Equal(t, int32(2), copies.Load(), "the guarded update was sent again")
+				assert.Equal(t, s.Reason, apierrors.ReasonForError(err), "%v", err)
+				assert.Equal(t, s.Code, apierrorsCode(err), "%v", err)
+				assert.Contains(t, err.Error(), s.Message)
+				assert.Contains(t, err.Error(), "the earlier copy may have been applied")
+
+				err = put()
+				require.Error(t, err, "a first copy refused")
+				assert.Equal(t, s.Reason, apierrors.ReasonForError(err))
+				assert.NotContains(t, err.Error(), "may have been applied")
+			})
+		}
+	}
+}
+
+func apierrorsCode(err error) int32 {
+	if s, ok := err.(apierrors.APIStatus); ok {
+		return s.Status().Code
+	}
+	return 0
+}
