@@ -10,11 +10,12 @@
 // owns (labelled with the driver and the gateway), through agent-sandbox's
 // own API types and generated clientset. Every client it makes goes
 // through kubeadapter.Apply: a timeout per request, connection facts in
-// errors, and retries of transport errors. Stop and delete are idempotent
-// by meaning and are marked so (retry.ContextWithIdempotent). Writes are
-// JSON merge patches guarded by metadata.resourceVersion; a 409 Conflict
-// re-reads and decides again; a patch that would change nothing is not
-// sent. Create checks what the CRD requires (a pod template with named
+// errors, and retries of transport errors. Writes are JSON merge patches
+// guarded by metadata.resourceVersion, and deletes name the sandbox's uid
+// as a precondition: by Kubernetes' rules a second copy of either is
+// harmless, so kubeadapter re-sends them when their connection failed
+// (kubeadapter.Resendable). A 409 Conflict re-reads and decides again; a
+// patch that would change nothing is not sent. Create checks what the CRD requires (a pod template with named
 // containers) and sends nothing when it is missing.
 //
 // [New] builds the driver's clients from a rest.Config; [NewForClients]

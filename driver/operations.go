@@ -10,7 +10,6 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/driver/internal/core"
-	"github.com/kubewire/kubewire/retry"
 )
 
 // Create ensures the namespace's fence exists, and creates the sandbox,
@@ -106,7 +105,6 @@ func (d *Driver) Stop(ctx context.Context, ns, name string) (Sandbox, error) {
 	if err := d.validate(op, ns, name); err != nil {
 		return Sandbox{}, err
 	}
-	ctx = retry.ContextWithIdempotent(ctx)
 	s, err := d.c.Update(ctx, ns, name, nil, func(s core.Sandbox) *core.Patch {
 		if !s.Running && s.BootstrapStarted.IsZero() {
 			return nil
@@ -161,7 +159,6 @@ func (d *Driver) Delete(ctx context.Context, ns, name string) error {
 	if err := d.validate(op, ns, name); err != nil {
 		return err
 	}
-	ctx = retry.ContextWithIdempotent(ctx)
 	s, err := d.c.Get(ctx, ns, name)
 	if err != nil {
 		return wrap(op, ns, name, err)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/internal/core"
-	"github.com/kubewire/kubewire/retry"
 )
 
 // PassStats counts what one [Reconciler.Pass] saw and did.
@@ -315,9 +314,9 @@ func (r *Reconciler) failed(t ActionType, err error) {
 // applied it returns the resourceVersions that predate it, nil when none
 // was, and whether the warning's Event was dropped.
 func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, now time.Time, a action) ([]string, bool, error) {
-	// The patches are guarded by resourceVersion: a re-sent copy fails
-	// with 409 and is decided again, so they are safe to retry.
-	ctx = retry.ContextWithIdempotent(ctx)
+	// The patches are guarded by resourceVersion: kubeadapter re-sends
+	// one whose connection failed (a copy after an applied one fails with
+	// 409, and is decided again).
 	var patched bool
 	var fenceErr error
 	var before []string
