@@ -14,7 +14,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kubewire/kubewire/internal/roundtrip"
-	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/kubeadapter"
 )
 
 // AuditPolicy is the kube-apiserver audit policy of a soak. Every request
@@ -215,8 +215,8 @@ func OpFromContext(ctx context.Context) (string, bool) {
 
 // Stamp is a client-go WrapperFunc: it sets the Audit-ID header of every
 // request whose context carries an operation ([ContextWithOp]) to [AuditID] of
-// that operation, marked when [retry.IsIdempotent] says the request may be
-// re-sent. kube-apiserver records a client's Audit-ID as it is (k8s.io/
+// that operation, marked when kubeadapter.Resendable (Kubernetes' rule,
+// which the gateway's stack retries by) says the request may be re-sent. kube-apiserver records a client's Audit-ID as it is (k8s.io/
 // apiserver's WithAuditInit), so every copy of a request, and every
 // request of one operation, is found under its operation in the audit log.
 // Other requests pass unchanged.
@@ -232,6 +232,6 @@ func (s *stamp) RoundTrip(req *http.Request) (*http.Response, error) {
 		return s.Next.RoundTrip(req)
 	}
 	r := req.Clone(req.Context())
-	r.Header.Set("Audit-ID", AuditID(op, retry.IsIdempotent(req)))
+	r.Header.Set("Audit-ID", AuditID(op, kubeadapter.Resendable(req)))
 	return s.Next.RoundTrip(r)
 }

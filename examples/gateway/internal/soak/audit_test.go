@@ -106,6 +106,9 @@ func TestStamp(t *testing.T) {
 		{"a create", ContextWithOp(context.Background(), "op-000001"), http.MethodPost, "op-000001"},
 		{"a get", ContextWithOp(context.Background(), "op-000002"), http.MethodGet, "op-000002/idempotent"},
 		{"a patch marked idempotent", retry.ContextWithIdempotent(ContextWithOp(context.Background(), "op-000003")), http.MethodPatch, "op-000003/idempotent"},
+		// RFC 9110 calls a DELETE idempotent; Kubernetes' rule wants a
+		// precondition.
+		{"a delete without preconditions", ContextWithOp(context.Background(), "op-000004"), http.MethodDelete, "op-000004"},
 	}
 	for _, tt := range tests {
 		req, err := http.NewRequestWithContext(tt.ctx, tt.method, srv.URL, nil)

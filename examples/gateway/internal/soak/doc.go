@@ -35,10 +35,11 @@
 //     operation is the same verb on the same object with the same request
 //     body (the audit log keeps the body; a new decision, such as a patch
 //     after a 409, carries another resourceVersion). For a create, or a
-//     write the client did not mark idempotent (the Audit-ID carries
-//     [retry.IsIdempotent]'s answer), any second execution is a violation;
-//     re-executions of marked writes (stop's and the reconciler's guarded
-//     patches, deletes with a uid precondition) are counted apart.
+//     write kubewire may not re-send (the Audit-ID carries
+//     kubeadapter.Resendable's answer), any second execution is a
+//     violation; re-executions of re-sendable writes (stop's and the
+//     reconciler's patches guarded by resourceVersion, deletes with a uid
+//     precondition) are counted apart.
 //   - Acknowledgements: an acknowledged answer describes the newest
 //     version of the sandbox that its operation's own requests read or
 //     wrote (the gateway answers from the driver's last request, and
