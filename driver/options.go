@@ -18,11 +18,11 @@ type optionFunc func(*core.Settings) error
 
 func (f optionFunc) apply(s *core.Settings) error { return f(s) }
 
-// defaults: the event limit is the kubelet's eventRecordQPS and
-// eventBurst.
+// defaults: the event limit keeps the kubelet's eventBurst, at a fifth of
+// its eventRecordQPS (see WithEventLimit).
 func defaults() core.Settings {
 	return core.Settings{DriverName: "kubewire-driver", FenceName: "sandbox-workload-fence", Log: logr.Discard(),
-		EventQPS: 50, EventBurst: 100}
+		EventQPS: 10, EventBurst: 100}
 }
 
 // WithDriverName sets the value of the app.kubernetes.io/managed-by label
@@ -51,15 +51,19 @@ func WithFenceName(name string) Option {
 }
 
 // WithEventLimit bounds the driver's Events to qps per second with bursts
-// of burst. Default: 50 per second, bursts of 100, the kubelet's. Events
-// are written by client-go's events broadcaster; with [New], through a
-// client of their own with that QPS and Burst, as the kubelet's are (with
-// [NewForClients], through the kube clientset given). Events are best
-// effort, as in Kubernetes: one over the limit is dropped, not queued, so
-// that the Events written go out within moments of the writes they
-// explain, and those of a fence change over many sandboxes do not slow
-// its suspensions down; the reconciler's warning log line stays for every
-// one, and its observer counts the drops (drivermetrics'
+// of burst. Default: 10 per second, bursts of 100. The kubelet allows 50 a
+// second for the hundred-odd pods of a node; a gateway's suspensions come
+// thousands at a time after a fence change, and beside them 50 Events a
+// second cost the API server about a sixth of the CPU the suspensions do
+// (BenchmarkFenceChangeCeiling), slowing down a security action.
+//
+// Events are written by client-go's events broadcaster; with [New],
+// through a client of their own with that QPS and Burst, as the kubelet's
+// are (with [NewForClients], through the kube clientset given). Events are
+// best effort, as in Kubernetes: one over the limit is dropped, not
+// queued, so that the Events written go out within moments of the writes
+// they explain; the reconciler's warning log line stays for every one, and
+// its observer counts the drops (drivermetrics'
 // kubewire_reconciler_events_dropped_total). A qps of rate.Inf (or +Inf)
 // removes the bound. qps must be positive and burst at least 1.
 func WithEventLimit(qps float64, burst int) Option {
