@@ -64,7 +64,7 @@ func New() *Metrics {
 	}, []string{"method", "class"})
 	gaveUp := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: "retry", Name: "gave_up_total",
-		Help: "Requests whose retrying stopped without success, by method and reason (budget: the retry budget refused).",
+		Help: "Requests whose retrying stopped without success, by method and reason (budget: the retry budget refused; maybe_applied: a re-sent write was refused, and its earlier copy may have been applied).",
 	}, []string{"method", "reason"})
 	exceeded := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: "timeout", Name: "exceeded_total",

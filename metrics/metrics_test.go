@@ -110,7 +110,7 @@ func TestScriptedRun(t *testing.T) {
 # HELP kubewire_http_resends_total Requests net/http re-sent on its own after they failed on a reused connection; the server may have executed them twice.
 # TYPE kubewire_http_resends_total counter
 kubewire_http_resends_total{method="GET"} 1
-# HELP kubewire_retry_gave_up_total Requests whose retrying stopped without success, by method and reason (budget: the retry budget refused).
+# HELP kubewire_retry_gave_up_total Requests whose retrying stopped without success, by method and reason (budget: the retry budget refused; maybe_applied: a re-sent write was refused, and its earlier copy may have been applied).
 # TYPE kubewire_retry_gave_up_total counter
 kubewire_retry_gave_up_total{method="DELETE",reason="budget"} 1
 kubewire_retry_gave_up_total{method="POST",reason="not_idempotent"} 1

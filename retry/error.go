@@ -15,8 +15,9 @@ type Reason int
 const (
 	// ReasonNotRetryable: the error is not one a retry can fix.
 	ReasonNotRetryable Reason = iota + 1
-	// ReasonNotIdempotent: the request may have reached the server and is
-	// not idempotent, so it was not re-sent.
+	// ReasonNotIdempotent: the request may have reached the server, and the
+	// resend rule ([WithResendable]) does not allow a second copy, so it
+	// was not re-sent.
 	ReasonNotIdempotent
 	// ReasonBodyNotRewindable: the request body cannot be sent again.
 	ReasonBodyNotRewindable
@@ -45,7 +46,7 @@ func (r Reason) String() string {
 	case ReasonNotRetryable:
 		return "not retryable"
 	case ReasonNotIdempotent:
-		return "not retried: the request may have reached the server and is not idempotent (mark it with retry.ContextWithIdempotent if it is)"
+		return "not retried: the request may have reached the server, and a second copy may not be harmless (the resend rule, retry.WithResendable, refused it; under kubeadapter a precondition such as metadata.resourceVersion makes a write re-sendable)"
 	case ReasonBodyNotRewindable:
 		return "not retried: the request body cannot be rewound (no GetBody)"
 	case ReasonAttempts:

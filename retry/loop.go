@@ -150,8 +150,8 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 
 // mayRetry returns why the attempt d may not be retried at all, or 0: the
 // caller gave up, the failure is not one a retry can fix, the request may
-// have reached the server and is not idempotent, its body cannot be sent
-// again, or no attempt is left.
+// have reached the server and the resend rule refuses it, its body cannot
+// be sent again, or no attempt is left.
 func (rt *roundTripper) mayRetry(req *http.Request, d Decision, rewindable bool) Reason {
 	if req.Context().Err() != nil {
 		return ctxReason(req.Context())
@@ -264,15 +264,21 @@ func ctxReason(ctx context.Context) Reason {
 // again after an earlier one may have reached the server, when its status
 // may be the earlier copy's doing; it tells the observer and logs it.
 func (rt *roundTripper) maybeApplied(req *http.Request, resp *http.Response, attempt int) {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		// A read applies nothing.
+		return
+	}
 	switch resp.StatusCode {
 	case http.StatusNotFound, http.StatusConflict, http.StatusPreconditionFailed, http.StatusUnprocessableEntity:
 	default:
 		return
 	}
-	if resp.Request != nil {
-		r := *resp.Request
-		resp.Request = r.WithContext(context.WithValue(r.Context(), maybeAppliedKey{}, true))
+	answered := resp.Request
+	if answered == nil {
+		answered = req
 	}
+	resp.Request = answered.WithContext(context.WithValue(answered.Context(), maybeAppliedKey{}, true))
 	d := Decision{Request: req, Attempt: attempt, Class: NotRetryable, StatusCode: resp.StatusCode}
 	rt.observe(d, ReasonMaybeApplied)
 	rt.logf(req, "re-sent request refused; an earlier copy may have been applied", "attempt", attempt, "status", resp.StatusCode)

@@ -3,9 +3,14 @@ package retry_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/go-logr/logr/funcr"
@@ -114,7 +119,9 @@ func TestMaybeApplied(t *testing.T) {
 			resp, err = rt.RoundTrip(req)
 			require.NoError(t, err)
 			require.NoError(t, resp.Body.Close())
+			mu.Lock()
 			assert.Equal(t, 2, applied, "copies the server executed")
+			mu.Unlock()
 			assert.Equal(t, tt.second, resp.StatusCode)
 			assert.Equal(t, tt.want, retry.MaybeApplied(resp))
 			want := []retry.Decision{{Attempt: 1, Err: errSentinel, Class: retry.MaybeSent, Retry: true}}
@@ -125,6 +132,39 @@ func TestMaybeApplied(t *testing.T) {
 			assert.Equal(t, want, got.all)
 		})
 	}
+	t.Run("a read", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNotFound)
+		}))
+		t.Cleanup(srv.Close)
+		base, err := transport.New()
+		require.NoError(t, err)
+		t.Cleanup(base.CloseIdleConnections)
+		// net/http re-sends a GET whose reused connection failed by
+		// itself, so the middleware would never see the failure: the
+		// first attempt fails below it, as a connection reset does.
+		var calls atomic.Int32
+		below := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if calls.Add(1) == 1 {
+				return nil, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+			}
+			return base.RoundTrip(req)
+		})
+		var got decisions
+		rt := retry.New(retry.WithBackoff(noWait), retry.WithObserver(got.observe))(below)
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+		assert.False(t, retry.MaybeApplied(resp), "a read applies nothing")
+		assert.Equal(t, []retry.Decision{{Attempt: 1, Err: errSentinel, Class: retry.MaybeSent, Retry: true}}, got.all)
+	})
 	assert.False(t, retry.MaybeApplied(nil))
 	assert.False(t, retry.MaybeApplied(&http.Response{}))
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -305,8 +305,9 @@ func IsIdempotent(req *http.Request) bool {
 
 type maybeAppliedKey struct{}
 
-// MaybeApplied reports whether resp answers a request the middleware sent
-// again after an earlier copy may have reached the server, with 404 Not
+// MaybeApplied reports whether resp answers a write (not a GET, HEAD,
+// OPTIONS or TRACE) the middleware sent again after an earlier copy may
+// have reached the server, with 404 Not
 // Found, 409 Conflict, 412 Precondition Failed or 422 Unprocessable
 // Content: a write guarded by a precondition whose earlier copy was
 // applied is refused so (a JSON patch whose test fails gets 422, RFC

@@ -161,7 +161,7 @@ func TestFaults(t *testing.T) {
 					require.True(t, errors.As(err, &re), "%T: %v", err, err)
 					assert.Equal(t, retry.ReasonNotIdempotent, re.Reason, "%v", err)
 					assert.Equal(t, 1, re.Attempts)
-					assert.Contains(t, err.Error(), "may have reached the server and is not idempotent")
+					assert.Contains(t, err.Error(), "may have reached the server, and a second copy may not be harmless")
 				}
 			})
 		}
