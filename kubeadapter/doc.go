@@ -14,9 +14,10 @@
 //     write, by Kubernetes' rules ([Resendable]) rather than RFC 9110's
 //     methods: a request that may have reached the API server is sent
 //     again only when it reads, or when its own precondition makes a
-//     second copy harmless (an update or patch naming
-//     metadata.resourceVersion, a delete with preconditions, a
-//     server-side apply without force), or its context is marked with
+//     second copy harmless (an update or merge patch naming
+//     metadata.resourceVersion, a JSON patch testing it first, a delete
+//     with preconditions, a server-side apply without force), or its
+//     context is marked with
 //     retry.ContextWithIdempotent. A create, an update without
 //     resourceVersion or a delete without preconditions is sent once.
 //     HTTP responses pass through to client-go untouched (client-go

@@ -150,8 +150,9 @@ func WithIdleConnTimeout(d time.Duration) Option {
 }
 
 // WithRetryOptions passes options to retry.New, for example
-// retry.WithMaxAttempts. Default: retry's defaults. Long-running requests
-// stay exempt.
+// retry.WithMaxAttempts. Default: retry's defaults, but for the resend
+// rule, which is [Resendable] (Kubernetes' rule); a retry.WithResendable
+// given here replaces it. Long-running requests stay exempt.
 func WithRetryOptions(opts ...retry.Option) Option {
 	return optionFunc(func(c *config) {
 		c.retryOptions = append(c.retryOptions, opts...)
@@ -345,7 +346,7 @@ func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
 	if re, ok := err.(*retry.Error); ok && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
 		return nil, &Error{Retry: re}
 	}
-	if err == nil && retry.MaybeApplied(resp) {
+	if err == nil && retry.MaybeApplied(resp) && !dryRun(req) {
 		sayMaybeApplied(resp)
 	}
 	return resp, err

@@ -5,6 +5,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,23 +41,30 @@ func sayMaybeApplied(resp *http.Response) {
 	default:
 		return
 	}
-	if resp.Body == nil || resp.Header.Get("Content-Encoding") != "" {
+	if resp.Body == nil || resp.Body == http.NoBody || resp.Header.Get("Content-Encoding") != "" {
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxStatus+1))
-	_ = resp.Body.Close()
-	out := body
-	if err == nil && len(body) <= maxStatus {
-		if b, ok := withNote(resp.Header.Get("Content-Type"), body); ok {
-			out = b
+	if err != nil || len(body) > maxStatus {
+		// Not a Status to rewrite: hand the caller what was read, then the
+		// rest, or the read's failure where it would have met it.
+		rest := resp.Body
+		if err != nil {
+			rest = io.NopCloser(errReader{err})
 		}
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(out))
-	if err != nil {
-		// Hand the caller the read's failure where it would have met it.
-		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(out), errReader{err}))
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), rest), resp.Body}
 		return
 	}
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	out, ok := withNote(resp.Header.Get("Content-Type"), body)
+	if !ok {
+		return
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(out))
 	resp.ContentLength = int64(len(out))
 	if resp.Header.Get("Content-Length") != "" {
 		resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
@@ -107,6 +115,14 @@ func withNote(contentType string, body []byte) ([]byte, bool) {
 		return append(append([]byte(nil), prefix...), b...), err == nil
 	}
 	return nil, false
+}
+
+// dryRun reports whether req is a dry run (dryRun=All in its query): a
+// refusal of its re-sent copy says nothing of an earlier copy, which
+// applied nothing. A DELETE's body may also ask for one; that is not read
+// here, and such a refusal still gets the note, which then overstates.
+func dryRun(req *http.Request) bool {
+	return req.URL != nil && slices.Contains(req.URL.Query()["dryRun"], "All")
 }
 
 // errReader fails every read with err.

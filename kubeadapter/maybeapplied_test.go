@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -102,4 +103,55 @@ func apierrorsCode(err error) int32 {
 		return s.Status().Code
 	}
 	return 0
+}
+
+// TestMaybeAppliedOtherBodies: a refusal of a re-sent copy whose body is
+// not a Status the stack can decode (here larger than a Status can be, or
+// not JSON) reaches the caller byte for byte, with its Content-Length.
+func TestMaybeAppliedOtherBodies(t *testing.T) {
+	for _, tt := range []struct {
+		name, contentType string
+		size              int
+	}{
+		{"large", "application/json", 2 << 20},
+		{"not a Status", "text/plain", 100},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := bytes.Repeat([]byte("x"), tt.size)
+			var copies atomic.Int32
+			u, proxy := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if r.Method == http.MethodPut && copies.Add(1) > 1 {
+					w.Header().Set("Content-Type", tt.contentType)
+					w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+					w.WriteHeader(http.StatusConflict)
+					_, _ = w.Write(body)
+				}
+			}))
+			base, err := transport.New()
+			require.NoError(t, err)
+			t.Cleanup(base.CloseIdleConnections)
+			rt := kubeadapter.Wrap()(base)
+			warm, err := http.NewRequest(http.MethodGet, u+"/api/v1/namespaces/ns/configmaps/cm", nil)
+			require.NoError(t, err)
+			resp, err := rt.RoundTrip(warm)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+
+			proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+			req, err := http.NewRequest(http.MethodPut, u+"/api/v1/namespaces/ns/configmaps/cm",
+				strings.NewReader(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","resourceVersion":"5"}}`))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err = rt.RoundTrip(req)
+			require.NoError(t, err)
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, int32(2), copies.Load(), "sent again")
+			assert.Equal(t, http.StatusConflict, resp.StatusCode)
+			assert.Equal(t, body, got, "the body as the server sent it")
+			assert.Equal(t, int64(len(body)), resp.ContentLength)
+		})
+	}
 }

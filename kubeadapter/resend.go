@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kjson "sigs.k8s.io/json"
 
-	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
 )
@@ -60,9 +59,10 @@ const maxResendBody = 3 << 20
 //
 // Everything else is false: POST above all, since a second create may make
 // a second object (generateName) or fail after the first succeeded, and any
-// write to an exec, attach, port-forward or proxy path
+// unmarked write to an exec, attach, port-forward or proxy path
 // (timeout.LongRunning), which reaches something other than the API
-// server's storage.
+// server's storage. The caller's mark wins over the path: a request marked
+// with retry.ContextWithIdempotent is re-sendable wherever it goes.
 //
 // Bodies are read through req.GetBody, never from req.Body, and decoded as
 // the API server decodes them, by Content-Type (no Content-Type is JSON for
@@ -77,13 +77,16 @@ const maxResendBody = 3 << 20
 // again when it was deleted in between: server-side apply creates it, and
 // so does a PUT without metadata.uid to a resource that allows create on
 // update (leases, services, endpoints, events, RBAC roles and bindings,
-// limit ranges, runtime classes).
+// limit ranges, runtime classes). Nor does apply without force stop a
+// second copy from reverting what the same field manager (another replica)
+// or a plain update changed in between. Either way the outcome is one a
+// single copy arriving late would have had.
 //
 // Reads are decided by their method and cost nothing; a write's body is
 // read and decoded on every call, so call it on a failure path. It does not
 // modify req and is safe for concurrent use.
 func Resendable(req *http.Request) bool {
-	if req == nil || roundtrip.IsUpgrade(req) {
+	if req == nil || isUpgrade(req) {
 		return false
 	}
 	switch req.Method {
@@ -107,6 +110,20 @@ func Resendable(req *http.Request) bool {
 		return dryRunAll(query["dryRun"]) || patchResendable(req, query)
 	case http.MethodDelete:
 		return deleteResendable(req, query)
+	}
+	return false
+}
+
+// isUpgrade reports whether req asks to switch protocols (exec, attach and
+// port-forward over SPDY or WebSockets): a Connection header naming
+// "upgrade". Each module keeps its own copy (STYLE rule 15).
+func isUpgrade(req *http.Request) bool {
+	for _, v := range req.Header["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
 	}
 	return false
 }

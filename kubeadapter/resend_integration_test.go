@@ -36,6 +36,9 @@ type write struct {
 	do   func(ctx context.Context, cs kubernetes.Interface, cm *corev1.ConfigMap) error
 	// deletes: applied, the ConfigMap is gone; else its data is {"n": "1"}.
 	deletes bool
+	// refused: a second copy after an applied one is refused (every safe
+	// kind but apply, whose second copy changes nothing).
+	refused bool
 }
 
 var one = map[string]string{"n": "1"}
@@ -72,19 +75,19 @@ func writes() []write {
 		}
 	}
 	return []write{
-		{name: "update with resourceVersion", method: http.MethodPut, safe: true, do: update(true)},
-		{name: "merge patch with resourceVersion", method: http.MethodPatch, safe: true,
+		{name: "update with resourceVersion", refused: true, method: http.MethodPut, safe: true, do: update(true)},
+		{name: "merge patch with resourceVersion", refused: true, method: http.MethodPatch, safe: true,
 			do: patch(types.MergePatchType, `{"metadata":{"resourceVersion":%q},"data":{"n":"1"}}`)},
-		{name: "strategic merge patch with resourceVersion", method: http.MethodPatch, safe: true,
+		{name: "strategic merge patch with resourceVersion", refused: true, method: http.MethodPatch, safe: true,
 			do: patch(types.StrategicMergePatchType, `{"metadata":{"resourceVersion":%q},"data":{"n":"1"}}`)},
-		{name: "JSON patch testing resourceVersion", method: http.MethodPatch, safe: true,
+		{name: "JSON patch testing resourceVersion", refused: true, method: http.MethodPatch, safe: true,
 			do: patch(types.JSONPatchType, `[{"op":"test","path":"/metadata/resourceVersion","value":%q},{"op":"add","path":"/data","value":{"n":"1"}}]`)},
 		{name: "apply without force", method: http.MethodPatch, safe: true, do: apply(false)},
-		{name: "delete with uid precondition", method: http.MethodDelete, safe: true, deletes: true,
+		{name: "delete with uid precondition", refused: true, method: http.MethodDelete, safe: true, deletes: true,
 			do: del(func(cm *corev1.ConfigMap) metav1.DeleteOptions {
 				return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}}
 			})},
-		{name: "delete with resourceVersion precondition", method: http.MethodDelete, safe: true, deletes: true,
+		{name: "delete with resourceVersion precondition", refused: true, method: http.MethodDelete, safe: true, deletes: true,
 			do: del(func(cm *corev1.ConfigMap) metav1.DeleteOptions {
 				return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cm.ResourceVersion}}
 			})},
@@ -161,6 +164,10 @@ func TestResendByPrecondition(t *testing.T) {
 					_, err = cut.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 					require.NoError(t, err)
 					phase := phases[rng.IntN(len(phases))]
+					if i == 0 {
+						// At least one cut after the API server applied it.
+						phase = faultproxy.ResetAfterResponse
+					}
 					before := seen.count(w.method)
 					proxy.SetFaultExisting(phase, true)
 					err = w.do(ctx, cut, cm)
@@ -189,6 +196,9 @@ func TestResendByPrecondition(t *testing.T) {
 				}
 				if w.safe {
 					assert.Positive(t, resent, "some copies were sent again")
+					if w.refused {
+						assert.Positive(t, maybeApplied, "a copy after an applied one is refused, saying so")
+					}
 					t.Logf("%d writes: %d sent again, %d refused as maybe applied", n, resent, maybeApplied)
 				}
 			})
