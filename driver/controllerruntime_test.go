@@ -22,10 +22,10 @@ import (
 // TestControllerRuntimeUpdate: a controller-runtime client on a config
 // kubeadapter.Apply'd with its defaults. An Update (which carries the
 // object's resourceVersion) whose answer the proxy cuts after the API
-// server applied it is sent again, and comes back applied, or refused
-// with a conflict that says the earlier copy may have been applied,
-// where a stack re-sending by method alone reports a conflict about the
-// caller's own write. A Create whose answer is cut is sent once.
+// server applied it is sent again and refused with a conflict that says
+// the earlier copy may have been applied, where a stack re-sending by
+// method alone reported a bare conflict about the caller's own write. A
+// Create whose answer is cut is sent once.
 func TestControllerRuntimeUpdate(t *testing.T) {
 	admin := drivertest.Config(t)
 	cs, err := kubernetes.NewForConfig(admin)
@@ -47,12 +47,12 @@ func TestControllerRuntimeUpdate(t *testing.T) {
 	require.NoError(t, c.Create(ctx, cm))
 	cm.Data = map[string]string{"k": "v"}
 	proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+	// The first copy was applied, so the second is refused.
 	err = c.Update(ctx, cm)
-	if err != nil {
-		assert.True(t, apierrors.IsConflict(err), "%v", err)
-		assert.Contains(t, err.Error(), "the earlier copy may have been applied")
-		assert.Equal(t, 1, maybeApplied, "observed as maybe applied")
-	}
+	require.Error(t, err, "the re-sent copy is refused")
+	assert.True(t, apierrors.IsConflict(err), "%v", err)
+	assert.Contains(t, err.Error(), "the earlier copy may have been applied")
+	assert.Equal(t, 1, maybeApplied, "observed as maybe applied")
 	got, err := cs.CoreV1().ConfigMaps(ns.Name).Get(ctx, "cr", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"k": "v"}, got.Data, "applied once")

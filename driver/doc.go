@@ -15,8 +15,9 @@
 // as a precondition: by Kubernetes' rules a second copy of either is
 // harmless, so kubeadapter re-sends them when their connection failed
 // (kubeadapter.Resendable). A 409 Conflict re-reads and decides again; a
-// patch that would change nothing is not sent. Create checks what the CRD requires (a pod template with named
-// containers) and sends nothing when it is missing.
+// patch that would change nothing is not sent. Create checks what the CRD
+// requires (a pod template with named containers) and sends nothing when
+// it is missing.
 //
 // [New] builds the driver's clients from a rest.Config; [NewForClients]
 // takes clientsets a program or a test (client-go's fake clientsets)
