@@ -214,12 +214,13 @@ func OpFromContext(ctx context.Context) (string, bool) {
 }
 
 // Stamp is a client-go WrapperFunc: it sets the Audit-ID header of every
-// request whose context carries an operation ([ContextWithOp]) to [AuditID] of
-// that operation, marked when kubeadapter.Resendable (Kubernetes' rule,
-// which the gateway's stack retries by) says the request may be re-sent. kube-apiserver records a client's Audit-ID as it is (k8s.io/
-// apiserver's WithAuditInit), so every copy of a request, and every
-// request of one operation, is found under its operation in the audit log.
-// Other requests pass unchanged.
+// request whose context carries an operation ([ContextWithOp]) to
+// [AuditID] of that operation, marked when kubeadapter.Resendable
+// (Kubernetes' rule, which the gateway's stack retries by) says the
+// request may be re-sent. kube-apiserver records a client's Audit-ID as
+// it is (k8s.io/apiserver's WithAuditInit), so every copy of a request,
+// and every request of one operation, is found under its operation in the
+// audit log. Other requests pass unchanged.
 func Stamp(next http.RoundTripper) http.RoundTripper {
 	return &stamp{Wrapped: roundtrip.Wrap(next)}
 }
@@ -232,6 +233,8 @@ func (s *stamp) RoundTrip(req *http.Request) (*http.Response, error) {
 		return s.Next.RoundTrip(req)
 	}
 	r := req.Clone(req.Context())
+	// Resendable reads a write's body (through GetBody) on every request
+	// here, where the stack reads it only after a failure: a soak's cost.
 	r.Header.Set("Audit-ID", AuditID(op, kubeadapter.Resendable(req)))
 	return s.Next.RoundTrip(r)
 }
