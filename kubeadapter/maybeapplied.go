@@ -88,9 +88,9 @@ func withNote(contentType string, body []byte) ([]byte, bool) {
 		b, err := utiljson.Marshal(&s)
 		return b, err == nil
 	case "application/vnd.kubernetes.protobuf":
+		// Read the envelope as Resendable does (protobufSerializer).
 		var u runtime.Unknown
-		if !bytes.HasPrefix(body, protobufMagic) || u.Unmarshal(body[len(protobufMagic):]) != nil ||
-			u.Kind != "Status" || s.Unmarshal(u.Raw) != nil {
+		if _, _, err := protobufSerializer.Decode(body, nil, &u); err != nil || u.Kind != "Status" || s.Unmarshal(u.Raw) != nil {
 			return nil, false
 		}
 		s.Message += maybeAppliedNote
