@@ -5,7 +5,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"slices"
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,20 +20,16 @@ const maybeAppliedNote = " (kubewire: this answers a copy of the request sent ag
 // maxStatus bounds the Status body read to say so; a Status is small.
 const maxStatus = 1 << 20
 
-// protobufMagic prefixes a Kubernetes protobuf body (runtime.Unknown), and
-// selfDescribedCBOR (tag 55799) the API server's CBOR.
-var (
-	protobufMagic     = []byte("k8s\x00")
-	selfDescribedCBOR = []byte{0xd9, 0xd9, 0xf7}
-)
+// selfDescribedCBOR (tag 55799) prefixes the API server's CBOR.
+var selfDescribedCBOR = []byte{0xd9, 0xd9, 0xf7}
 
 // sayMaybeApplied rewrites resp, a 404, 409 or 422 that refused a copy
 // re-sent after an earlier one may have been applied (retry.MaybeApplied;
 // the API server answers 422 to a JSON patch whose test fails), so that
 // the caller's error says so: the Status keeps its code and reason, so
 // apierrors.IsConflict, IsNotFound and IsInvalid still hold, and its
-// message gets maybeAppliedNote. A body that is not a Status it can decode (JSON,
-// protobuf or CBOR) is given back as it was.
+// message gets maybeAppliedNote. A body that is not a Status it can
+// decode (JSON, protobuf or CBOR) is given back as it was.
 func sayMaybeApplied(resp *http.Response) {
 	switch resp.StatusCode {
 	case http.StatusConflict, http.StatusNotFound, http.StatusUnprocessableEntity:
@@ -99,8 +94,9 @@ func withNote(contentType string, body []byte) ([]byte, bool) {
 			return nil, false
 		}
 		u.Raw = raw
-		b, err := u.Marshal()
-		return append(append([]byte(nil), protobufMagic...), b...), err == nil
+		var b bytes.Buffer
+		err = protobufSerializer.Encode(&u, &b)
+		return b.Bytes(), err == nil
 	case "application/cbor":
 		// The API server prefixes its CBOR with the self-described tag.
 		prefix := body[:0]
@@ -117,12 +113,13 @@ func withNote(contentType string, body []byte) ([]byte, bool) {
 	return nil, false
 }
 
-// dryRun reports whether req is a dry run (dryRun=All in its query): a
-// refusal of its re-sent copy says nothing of an earlier copy, which
-// applied nothing. A DELETE's body may also ask for one; that is not read
-// here, and such a refusal still gets the note, which then overstates.
+// dryRun reports whether req is a dry run by its query (dryRunAll, as
+// Resendable reads it): a refusal of its re-sent copy says nothing of an
+// earlier copy, which applied nothing. A DELETE's body may also ask for
+// one; that is not read here, and such a refusal still gets the note,
+// which then overstates.
 func dryRun(req *http.Request) bool {
-	return req.URL != nil && slices.Contains(req.URL.Query()["dryRun"], "All")
+	return req.URL != nil && dryRunAll(req.URL.Query()["dryRun"])
 }
 
 // errReader fails every read with err.
