@@ -125,6 +125,9 @@ func Classify(err error) Class {
 //     closed via ClientConn.Close". net/http closes the connection this way
 //     when a write on it failed (cleanupWriteRequest), so the other streams
 //     of a connection that was reset can get it instead of the reset.
+//   - x/net/http2 and net/http's copies, errClientConnClosed: "http2:
+//     client conn is closed" (the connection closed while the request's
+//     body was being written, its headers already sent).
 //   - net/http's http2GoAwayError (Go 1.26, bundled) and
 //     net/http/internal/http2.GoAwayError (Go 1.27), which unlike their
 //     StreamError have no As method to turn into x/net/http2.GoAwayError:
@@ -143,6 +146,7 @@ func knownMessage(err error) (Class, cause, bool) {
 		return NotSent, causeNoLoad, true
 	case strings.Contains(msg, "http2: client connection lost"),
 		strings.Contains(msg, "http2: client connection force closed via ClientConn.Close"),
+		strings.Contains(msg, "http2: client conn is closed"),
 		strings.Contains(msg, "http2: server sent GOAWAY and closed the connection"),
 		strings.Contains(msg, "http: server closed idle connection"),
 		strings.Contains(msg, "net/http: HTTP/1.x transport connection broken"):

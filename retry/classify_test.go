@@ -45,6 +45,7 @@ func TestClassify(t *testing.T) {
 		{"http2 connection lost", errors.New("http2: client connection lost"), retry.MaybeSent},
 		{"http2 connection not established", errors.New("http2: client conn could not be established"), retry.NotSent},
 		{"http2 connection force closed", errors.New("http2: client connection force closed via ClientConn.Close"), retry.MaybeSent},
+		{"http2 connection closed under a body", errors.New("http2: client conn is closed"), retry.MaybeSent},
 		{"reset on read", opErr("read", syscall.ECONNRESET), retry.MaybeSent},
 		{"broken pipe", opErr("write", syscall.EPIPE), retry.MaybeSent},
 		{"eof", io.EOF, retry.MaybeSent},

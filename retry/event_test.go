@@ -389,6 +389,7 @@ func TestDialCost(t *testing.T) {
 		{"unexpected EOF", io.ErrUnexpectedEOF, "connection"},
 		{"http2 connection not established", errors.New("http2: client conn could not be established"), "request"},
 		{"http2 connection force closed", errors.New("http2: client connection force closed via ClientConn.Close"), "connection"},
+		{"http2 connection closed under a body", errors.New("http2: client conn is closed"), "connection"},
 		{"attempt deadline", fmt.Errorf("attempt: %w", context.DeadlineExceeded), "request"},
 	}
 	for _, tt := range tests {
