@@ -216,7 +216,7 @@ func TestApplyAgainOverAPlainWrapper(t *testing.T) {
 
 // TestAllocs: a successful request through the applied stack allocates at
 // most 8 more than a bare one with the caller's deadline: the stack's 6
-// (internal/stack's TestAllocs) and 2 for the mark that keeps a second,
+// (the stack package's TestAllocs) and 2 for the mark that keeps a second,
 // hidden stack out of the way (the context value and the request's copy).
 func TestAllocs(t *testing.T) {
 	a := testserver.NewAnswer(t)

@@ -15,8 +15,6 @@ import (
 	"github.com/go-logr/logr"
 	clientgofeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/rest"
-
-	"github.com/kubewire/kubewire/internal/redact"
 )
 
 // cloning reports whether an option needs the clients' own clone of the
@@ -103,7 +101,7 @@ func plainHTTP(cfg *rest.Config) (h2c bool, err error) {
 	if t, ok := cfg.Transport.(*http.Transport); ok && t.Protocols != nil && t.Protocols.UnencryptedHTTP2() {
 		return true, nil
 	}
-	return false, fmt.Errorf("HTTP/2 is off: the server %s is plain http, which client-go speaks in HTTP/1.1", redact.String(cfg.Host))
+	return false, fmt.Errorf("HTTP/2 is off: the server %s is plain http, which client-go speaks in HTTP/1.1", u.Redacted())
 }
 
 // http2Enabled reports whether t will speak HTTP/2 over TLS, by the rules

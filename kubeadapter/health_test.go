@@ -147,7 +147,7 @@ func TestHTTP2HealthRefuses(t *testing.T) {
 		{
 			name: "plain http, as kubectl proxy serves",
 			give: &rest.Config{Host: "http://user:s3cr3tpass@127.0.0.1:8001"},
-			want: "HTTP/2 is off: the server http://user:***@127.0.0.1:8001 is plain http, which client-go speaks in HTTP/1.1",
+			want: "HTTP/2 is off: the server http://user:xxxxx@127.0.0.1:8001 is plain http, which client-go speaks in HTTP/1.1",
 		},
 		{
 			name: "a host without a scheme and no TLS settings",

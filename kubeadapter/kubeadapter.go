@@ -13,10 +13,9 @@ import (
 	"k8s.io/client-go/rest"
 	k8stransport "k8s.io/client-go/transport"
 
-	"github.com/kubewire/kubewire/internal/roundtrip"
-	"github.com/kubewire/kubewire/internal/stack"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
 )
@@ -288,7 +287,7 @@ func (c *config) middleware() transport.Middleware {
 	if c.err != nil {
 		err := c.err
 		return func(rt http.RoundTripper) http.RoundTripper {
-			return &failing{Wrapped: roundtrip.Wrap(rt), err: err}
+			return &failing{wrapped: wrap(rt), err: err}
 		}
 	}
 	opts := stack.Options{
@@ -308,7 +307,7 @@ func (c *config) middleware() transport.Middleware {
 	}
 	chain := stack.New(c.timeout, opts)
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &installed{Wrapped: roundtrip.Wrapped{Next: chain(rt)}, below: rt}
+		return &installed{wrapped: wrapped{next: chain(rt)}, below: rt}
 	}
 }
 
@@ -322,7 +321,7 @@ func (c *config) middleware() transport.Middleware {
 // one stack acts. A client that a wrapper calls with the request's
 // context, for another URL, keeps its own stack.
 type installed struct {
-	roundtrip.Wrapped
+	wrapped
 	below http.RoundTripper // what the stack wraps
 }
 
@@ -342,7 +341,7 @@ func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
 		return s.below.RoundTrip(req)
 	}
 	// Two allocations: the context and the request's copy.
-	resp, err := s.Next.RoundTrip(req.WithContext(context.WithValue(req.Context(), acting{}, acting{req.URL})))
+	resp, err := s.next.RoundTrip(req.WithContext(context.WithValue(req.Context(), acting{}, acting{req.URL})))
 	if re, ok := err.(*retry.Error); ok && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
 		return nil, &Error{Retry: re}
 	}
@@ -355,11 +354,13 @@ func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
 // failing reports a configuration error for every request, without sending
 // it.
 type failing struct {
-	roundtrip.Wrapped
+	wrapped
 	err error
 }
 
 func (f *failing) RoundTrip(req *http.Request) (*http.Response, error) {
-	roundtrip.CloseRequestBody(req)
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
 	return nil, f.err
 }

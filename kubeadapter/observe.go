@@ -6,7 +6,6 @@ import (
 
 	clientgometrics "k8s.io/client-go/tools/metrics"
 
-	"github.com/kubewire/kubewire/internal/hooks"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
@@ -59,7 +58,7 @@ func WithObserver(o Observer) Option {
 			c.fail("WithObserver must not be nil")
 			return
 		}
-		if hooks.IsNil(o) {
+		if isNil(o) {
 			c.fail("WithObserver must not be nil, got a nil %T", o)
 			return
 		}
@@ -72,7 +71,7 @@ func WithObserver(o Observer) Option {
 func each[T any](os []Observer, method func(Observer) func(T)) func(T) {
 	var f func(T)
 	for _, o := range os {
-		f = hooks.Then(f, method(o))
+		f = then(f, method(o))
 	}
 	return f
 }

@@ -7,9 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kubewire/kubewire/internal/stack"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
 )

@@ -3,12 +3,12 @@ package reconciler
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubewire/kubewire/driver/internal/core"
-	"github.com/kubewire/kubewire/internal/hooks"
 )
 
 // Defaults.
@@ -132,7 +132,7 @@ func WithObserver(o Observer) Option {
 		if o == nil {
 			return errors.New("reconciler: WithObserver must not be nil")
 		}
-		if hooks.IsNil(o) {
+		if isNil(o) {
 			return fmt.Errorf("reconciler: WithObserver must not be nil, got a nil %T", o)
 		}
 		c.observers = append(c.observers, o)
@@ -152,7 +152,7 @@ func WithQueueMetrics(p workqueue.MetricsProvider) Option {
 		if p == nil {
 			return errors.New("reconciler: WithQueueMetrics must not be nil")
 		}
-		if hooks.IsNil(p) {
+		if isNil(p) {
 			return fmt.Errorf("reconciler: WithQueueMetrics must not be nil, got a nil %T", p)
 		}
 		c.queueMetrics = p
@@ -170,4 +170,19 @@ type Observer interface {
 	// ObserveAction is called with each action carried out and each
 	// failure, in passes and in Run's workers.
 	ObserveAction(ActionEvent)
+}
+
+// isNil reports whether v holds a nil pointer, map, slice, func, channel
+// or interface: a typed nil, which a nil check of the interface misses and
+// which would panic on the first call. The root module keeps its own copy
+// (STYLE rule 15: nothing is internal across modules).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -1,6 +1,12 @@
-// Package stack is the one place the order of kubewire's middleware is
-// written. kubeadapter and metrics build their stacks with [New]; the
-// README and the package docs only describe it.
+// Package stack is kubewire's middleware in its one right order, for a
+// plain net/http client; client-go users get the same stack from
+// kubeadapter.Apply.
+//
+//	base, err := transport.New()
+//	if err != nil {
+//		return err
+//	}
+//	client := &http.Client{Transport: stack.New(10*time.Second, stack.Options{})(base)}
 //
 // The stack is, outermost first (as in transport.Chain), retry, then
 // pooltrace, then timeout, right above the base transport:
@@ -16,6 +22,9 @@
 //   - timeout is innermost, so the deadline starts when the attempt is
 //     handed to the transport and nothing above it (a backoff, an earlier
 //     attempt) counts against it.
+//
+// kubeadapter and metrics build their stacks with [New], so this package
+// is the one place the order is written.
 package stack
 
 import (
@@ -27,7 +36,8 @@ import (
 	"github.com/kubewire/kubewire/transport"
 )
 
-// Options are the options of each layer of the stack.
+// Options are the options of each layer of the stack. The zero Options
+// gives every layer its defaults.
 type Options struct {
 	Retry     []retry.Option
 	Pooltrace []pooltrace.Option
@@ -35,7 +45,9 @@ type Options struct {
 }
 
 // New returns the stack: retry.New(o.Retry...) over
-// pooltrace.New(o.Pooltrace...) over timeout.New(d, o.Timeout...).
+// pooltrace.New(o.Pooltrace...) over timeout.New(d, o.Timeout...). d is
+// the deadline of each attempt, from when it is sent to the end of its
+// response body; timeout.New says which values it accepts.
 func New(d time.Duration, o Options) transport.Middleware {
 	return transport.Chain(
 		retry.New(o.Retry...),

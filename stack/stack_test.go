@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubewire/kubewire/internal/contract"
-	"github.com/kubewire/kubewire/internal/stack"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
 )
