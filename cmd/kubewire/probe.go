@@ -25,8 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/redact"
+	"github.com/kubewire/kubewire/cmd/kubewire/internal/redact"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
@@ -250,7 +249,7 @@ func message(err error) string {
 }
 
 // newLocalServer imitates an API server behind a load balancer: answers
-// after latency, through a proxy that resets flows idle longer than lbIdle.
+// after latency, on a listener that resets flows idle longer than lbIdle.
 func newLocalServer(latency, lbIdle time.Duration) (*localServer, error) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -269,26 +268,18 @@ func newLocalServer(latency, lbIdle time.Duration) (*localServer, error) {
 			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
 		}
 	})
-	srv := httptest.NewServer(h)
-	p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		srv.Close()
-		return nil, err
-	}
-	p.SetIdleDrop(lbIdle)
-	return &localServer{URL: "http://" + p.Addr(), srv: srv, proxy: p}, nil
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = idleDropListener{Listener: srv.Listener, idle: lbIdle}
+	srv.Start()
+	return &localServer{URL: srv.URL, srv: srv}, nil
 }
 
 type localServer struct {
-	URL   string
-	srv   *httptest.Server
-	proxy *faultproxy.Proxy
+	URL string
+	srv *httptest.Server
 }
 
-func (s *localServer) Close() {
-	_ = s.proxy.Close()
-	s.srv.Close()
-}
+func (s *localServer) Close() { s.srv.Close() }
 
 // prober is one client under test, with its own connection pool.
 type prober struct {

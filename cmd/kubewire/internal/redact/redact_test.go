@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/internal/redact"
+	"github.com/kubewire/kubewire/cmd/kubewire/internal/redact"
 )
 
 func TestString(t *testing.T) {
