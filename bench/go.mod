@@ -78,7 +78,7 @@ require (
 
 replace (
 	github.com/kubewire/kubewire => ..
-	github.com/kubewire/kubewire/internal/kubetest => ../internal/kubetest
 	github.com/kubewire/kubewire/kubeadapter => ../kubeadapter
 	github.com/kubewire/kubewire/metrics => ../metrics
+	github.com/kubewire/kubewire/test/kubetest => ../test/kubetest
 )

@@ -3,15 +3,11 @@ package kubeadapter_test
 import (
 	"testing"
 
-	clientgometrics "k8s.io/client-go/tools/metrics"
-
-	"github.com/kubewire/kubewire/internal/kubetest"
+	"go.uber.org/goleak"
 )
 
-var env *kubetest.Env
-
+// The tests against a real API server are in the untagged module
+// test/kubeadapter, so that kubeadapter's go.mod requires no test rig.
 func TestMain(m *testing.M) {
-	// Before any client runs: client-go reads the variable on every retry.
-	clientgometrics.RequestRetry = clientGoRetries
-	kubetest.Main(m, &env)
+	goleak.VerifyTestMain(m)
 }

@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/internal/kubetest v0.0.0-00010101000000-000000000000
 	github.com/kubewire/kubewire/kubeadapter v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -38,7 +37,6 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
@@ -64,6 +62,5 @@ require (
 
 replace (
 	github.com/kubewire/kubewire => ../..
-	github.com/kubewire/kubewire/internal/kubetest => ../../internal/kubetest
 	github.com/kubewire/kubewire/kubeadapter => ../../kubeadapter
 )

@@ -14,37 +14,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kubewire/kubewire/internal/kubetest"
+	"go.uber.org/goleak"
 )
 
-var env *kubetest.Env
-
+// The probe's test against a real API server is in the untagged module
+// test/probe, so that this module's go.mod requires no test rig.
 func TestMain(m *testing.M) {
-	kubetest.Main(m, &env)
-}
-
-// TestProbeCluster probes a real API server through a kubeconfig.
-func TestProbeCluster(t *testing.T) {
-	path := kubetest.WriteKubeconfig(t, env.Config(t))
-	t.Setenv("KUBECONFIG", "")
-	var out, errOut strings.Builder
-	code := run(context.Background(), []string{"probe", "-kubeconfig", path, "-gaps", "0s,200ms", "-json"}, &out, &errOut)
-	require.Equal(t, 0, code, errOut.String())
-	var rep struct {
-		Mode, Server string
-		Rows         []struct {
-			Client, Outcome string
-			Reused          bool
-		}
-	}
-	require.NoError(t, json.Unmarshal([]byte(out.String()), &rep))
-	assert.Equal(t, "cluster from "+path, rep.Mode)
-	require.Len(t, rep.Rows, 4)
-	for _, r := range rep.Rows {
-		assert.Equal(t, "ok", r.Outcome)
-		assert.True(t, r.Reused, "the warm-up left a connection in the pool")
-	}
+	goleak.VerifyTestMain(m)
 }
 
 var fast = []string{"-latency", "20ms", "-lb-idle", "250ms", "-gaps", "0s,100ms,500ms"}

@@ -45,6 +45,7 @@ type config struct {
 	election     *LeaderElection
 	observers    []Observer
 	queueMetrics workqueue.MetricsProvider
+	cluster      *bool
 }
 
 func defaults() config {
@@ -99,6 +100,19 @@ func WithWorkers(n int) Option {
 			return fmt.Errorf("reconciler: WithWorkers must be at least 1, got %d", n)
 		}
 		c.workers = n
+		return nil
+	})
+}
+
+// WithClusterWatch makes Run watch the whole cluster (true) or each
+// namespace it serves (false), instead of choosing: by default it watches
+// the whole cluster from 10 namespaces on, when a SelfSubjectAccessReview
+// says this client may list and watch there, and each namespace otherwise.
+// Forcing the whole cluster without that permission makes every list and
+// watch fail with the API server's refusal.
+func WithClusterWatch(cluster bool) Option {
+	return optionFunc(func(c *config) error {
+		c.cluster = &cluster
 		return nil
 	})
 }

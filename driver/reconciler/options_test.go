@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubewire/kubewire/driver/drivermetrics"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
@@ -40,7 +41,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{reconciler.WithObserver(nil), "reconciler: WithObserver must not be nil"},
 		{reconciler.WithObserver((*drivermetrics.Metrics)(nil)), "reconciler: WithObserver must not be nil, got a nil *drivermetrics.Metrics"},
 		{reconciler.WithQueueMetrics(nil), "reconciler: WithQueueMetrics must not be nil"},
-		{reconciler.WithQueueMetrics((*queueWatch)(nil)), "reconciler: WithQueueMetrics must not be nil, got a nil *reconciler_test.queueWatch"},
+		{reconciler.WithQueueMetrics((*nilProvider)(nil)), "reconciler: WithQueueMetrics must not be nil, got a nil *reconciler_test.nilProvider"},
 		{le(func(le *reconciler.LeaderElection) { le.Namespace = "Bad_NS" }), `reconciler: WithLeaderElection Namespace "Bad_NS" is not a valid namespace name`},
 		{le(func(le *reconciler.LeaderElection) { le.Name = "" }), `reconciler: WithLeaderElection Name "" is not a valid object name`},
 		{le(func(le *reconciler.LeaderElection) { le.LeaseDuration = -time.Second }), "reconciler: WithLeaderElection LeaseDuration must be positive, got -1s"},
@@ -149,3 +150,7 @@ func (o *observer) ObserveAction(e reconciler.ActionEvent) {
 		o.action(e)
 	}
 }
+
+// nilProvider is a workqueue.MetricsProvider whose typed nil the option
+// must refuse.
+type nilProvider struct{ workqueue.MetricsProvider }

@@ -68,7 +68,8 @@ type Reconciler struct {
 	election  *LeaderElection
 	observers observers
 	metrics   workqueue.MetricsProvider
-	// cluster, when not nil, overrides the choice of watches (tests).
+	// cluster, when not nil, overrides the choice of watches
+	// (WithClusterWatch).
 	cluster *bool
 	log     logr.Logger
 
@@ -104,7 +105,7 @@ func New(d *driver.Driver, opts ...Option) (*Reconciler, error) {
 		return nil, errors.New("reconciler: New: the driver was not made by driver.New or driver.NewForClients")
 	}
 	r := &Reconciler{
-		core: cr, period: c.period, grace: c.grace, workers: c.workers,
+		core: cr, period: c.period, grace: c.grace, workers: c.workers, cluster: c.cluster,
 		election: c.election, observers: c.observers, metrics: c.queueMetrics, log: cr.Log,
 		written: map[types.NamespacedName][]string{},
 	}

@@ -6,10 +6,10 @@ require (
 	github.com/go-logr/logr v1.4.4
 	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
 	github.com/kubewire/kubewire/driver v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/internal/kubetest v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/internal/sandboxtest v0.0.0-00010101000000-000000000000
 	github.com/kubewire/kubewire/kubeadapter v0.0.0-00010101000000-000000000000
 	github.com/kubewire/kubewire/metrics v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire/test/kubetest v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire/test/sandboxtest v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.24.1
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -97,8 +97,8 @@ require (
 replace (
 	github.com/kubewire/kubewire => ../..
 	github.com/kubewire/kubewire/driver => ../../driver
-	github.com/kubewire/kubewire/internal/kubetest => ../../internal/kubetest
-	github.com/kubewire/kubewire/internal/sandboxtest => ../../internal/sandboxtest
 	github.com/kubewire/kubewire/kubeadapter => ../../kubeadapter
 	github.com/kubewire/kubewire/metrics => ../../metrics
+	github.com/kubewire/kubewire/test/kubetest => ../../test/kubetest
+	github.com/kubewire/kubewire/test/sandboxtest => ../../test/sandboxtest
 )

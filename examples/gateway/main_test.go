@@ -29,9 +29,9 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/kubetest"
-	"github.com/kubewire/kubewire/internal/sandboxtest"
 	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/test/kubetest"
+	"github.com/kubewire/kubewire/test/sandboxtest"
 )
 
 var env *kubetest.Env

@@ -33,8 +33,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubewire/kubewire/internal/kubetest"
-	"github.com/kubewire/kubewire/internal/sandboxtest"
+	"github.com/kubewire/kubewire/test/kubetest"
+	"github.com/kubewire/kubewire/test/sandboxtest"
 )
 
 // The manifests in rbac/ are written for a gateway gw serving team-a and
@@ -683,14 +683,14 @@ func (br boundRule) attributes() []authorizationv1.ResourceAttributes {
 	return out
 }
 
-// TestRBACReadme checks the README's table of the gateway's RBAC against
+// TestRBACReadme checks docs/gateway.md's table of the gateway's RBAC against
 // the manifests in rbac/.
 func TestRBACReadme(t *testing.T) {
 	want, err := rbacTable()
 	require.NoError(t, err)
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "gateway.md"))
 	require.NoError(t, err)
-	assert.True(t, strings.Contains(string(readme), want), "README.md lacks the table of rbac/*.yaml, which is:\n%s", want)
+	assert.True(t, strings.Contains(string(readme), want), "docs/gateway.md lacks the table of rbac/*.yaml, which is:\n%s", want)
 }
 
 // rbacTable renders the rules of the manifests in rbac/ as a Markdown

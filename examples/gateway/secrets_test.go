@@ -21,7 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 // TestRunKeepsCredentialsOut runs the gateway with a kubeconfig whose

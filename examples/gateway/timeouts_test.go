@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 // TestRunClosesStalledConnections: a keep-alive connection left idle is

@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/go-logr/logr v1.4.4
-	github.com/kubewire/kubewire/internal/kubetest v0.0.0-00010101000000-000000000000
 	github.com/kubewire/kubewire/kubeadapter v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire/test/kubetest v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -64,6 +64,6 @@ require (
 
 replace (
 	github.com/kubewire/kubewire => ../..
-	github.com/kubewire/kubewire/internal/kubetest => ../../internal/kubetest
 	github.com/kubewire/kubewire/kubeadapter => ../../kubeadapter
+	github.com/kubewire/kubewire/test/kubetest => ../../test/kubetest
 )

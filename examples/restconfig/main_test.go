@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 var env *kubetest.Env

@@ -97,3 +97,97 @@ func goList(t *testing.T, patterns []string) map[string]listed {
 	}
 	return pkgs
 }
+
+// published are the modules users require. Their packages, tests aside,
+// import no package internal to another module: minimal version selection
+// may pair kubeadapter vN with root vN+1, and an internal package is free
+// to change between them (STYLE rule 15).
+var published = []string{module, module + "/kubeadapter", module + "/metrics", module + "/driver", module + "/cmd/kubewire"}
+
+// TestModuleBoundaries fails on a published module's package that reaches
+// a package under another module's internal/, directly or through a
+// dependency.
+func TestModuleBoundaries(t *testing.T) {
+	var patterns []string
+	for _, m := range published {
+		patterns = append(patterns, m+"/...")
+	}
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-json=ImportPath,Module,Imports"}, patterns...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	type pkg struct {
+		ImportPath string
+		Module     *struct{ Path string }
+		Imports    []string
+	}
+	pkgs := map[string]pkg{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list's output: %v", err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	modOf := func(path string) string {
+		if p, ok := pkgs[path]; ok && p.Module != nil {
+			return p.Module.Path
+		}
+		return ""
+	}
+	checked := 0
+	for path, p := range pkgs {
+		m := modOf(path)
+		if !slices.Contains(published, m) {
+			continue
+		}
+		checked++
+		for _, imp := range p.Imports {
+			im := modOf(imp)
+			if im != "" && im != m && isInternal(imp) {
+				t.Errorf("%s (module %s) imports %s, internal to module %s: make it public API of %s or keep a copy in %s", path, m, imp, im, im, m)
+			}
+		}
+	}
+	if checked < len(published) {
+		t.Fatalf("go list reported %d packages of the published modules %v", checked, published)
+	}
+}
+
+// isInternal reports whether an import path has an internal element.
+func isInternal(path string) bool {
+	return slices.Contains(strings.Split(path, "/"), "internal")
+}
+
+// TestPublishedRequires fails on a published go.mod that requires a module
+// of this repository users never get: a test rig or an example. A rig
+// required there would have to be tagged like an API, and would show up in
+// every user's module graph.
+func TestPublishedRequires(t *testing.T) {
+	for _, m := range published {
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.GoMod}}", m).Output()
+		if err != nil {
+			t.Fatalf("go list -m %s: %v", m, err)
+		}
+		gomod := strings.TrimSpace(string(out))
+		out, err = exec.Command("go", "mod", "edit", "-json", gomod).Output()
+		if err != nil {
+			t.Fatalf("go mod edit -json %s: %v", gomod, err)
+		}
+		var f struct{ Require []struct{ Path string } }
+		if err := json.Unmarshal(out, &f); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range f.Require {
+			if (r.Path == module || strings.HasPrefix(r.Path, module+"/")) && !slices.Contains(published, r.Path) {
+				t.Errorf("%s requires %s, which is not published: move the tests that need it to a module under test/", gomod, r.Path)
+			}
+		}
+	}
+}

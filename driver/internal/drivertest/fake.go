@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"strconv"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,8 +27,6 @@ import (
 	sandboxfake "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned/fake"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/internal/kubetest"
-	"github.com/kubewire/kubewire/internal/sandboxtest"
 )
 
 // Names the driver uses by default, and the annotations it records.
@@ -269,15 +267,9 @@ func (f *Fake) Events(ctx context.Context, t testing.TB) []string {
 	return out
 }
 
-var env *kubetest.Env
-
-// Main runs the package's tests with a kube-apiserver that serves
-// agent-sandbox's Sandbox CRD; call it from TestMain.
+// Main runs the package's tests and fails them if a goroutine outlives
+// them. The tests against a real API server are in the untagged module
+// test/driver.
 func Main(m *testing.M) {
-	crd, err := sandboxtest.SandboxCRD()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	kubetest.Main(m, &env, crd)
+	goleak.VerifyTestMain(m)
 }

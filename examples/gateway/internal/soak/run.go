@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/kubetest"
-	"github.com/kubewire/kubewire/internal/sandboxtest"
+	"github.com/kubewire/kubewire/test/kubetest"
+	"github.com/kubewire/kubewire/test/sandboxtest"
 )
 
 // Config is a soak run.

@@ -7,7 +7,7 @@
 // is a module of its own so that kubeadapter's tests run it at every
 // client-go release kubeadapter supports (controller-runtime's envtest
 // would pin client-go to its own release). The agent-sandbox half is
-// [github.com/kubewire/kubewire/internal/sandboxtest].
+// [github.com/kubewire/kubewire/test/sandboxtest].
 package kubetest
 
 import (

@@ -1,10 +1,10 @@
-module github.com/kubewire/kubewire/internal/sandboxtest
+module github.com/kubewire/kubewire/test/sandboxtest
 
 go 1.26.0
 
 require (
 	github.com/go-logr/logr v1.4.4
-	github.com/kubewire/kubewire/internal/kubetest v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire/test/kubetest v0.0.0-00010101000000-000000000000
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
@@ -88,5 +88,5 @@ require (
 
 replace (
 	github.com/kubewire/kubewire => ../..
-	github.com/kubewire/kubewire/internal/kubetest => ../../internal/kubetest
+	github.com/kubewire/kubewire/test/kubetest => ../kubetest
 )

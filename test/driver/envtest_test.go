@@ -17,44 +17,82 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/driver/internal/core"
-	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
+	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 // observed reports whether the controller wrote conditions for the
-// sandbox's current generation, and the generation.
-func observed(ctx context.Context, d *driver.Driver, ns, name string) (bool, int64, error) {
-	s, err := core.Of(d).Get(ctx, ns, name)
+// sandbox's current generation, and the generation. It reads the sandbox
+// in version, with a dynamic client: the API server answers only for a
+// version its CRD serves.
+func observed(ctx context.Context, r *drivertest.Rig, version, name string) (bool, int64, error) {
+	dyn, err := dynamic.NewForConfig(r.Cfg)
 	if err != nil {
 		return false, 0, err
 	}
-	for _, c := range s.Conditions {
-		if c.ObservedGeneration != s.Generation {
-			return false, s.Generation, nil
+	gvr := schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: version, Resource: "sandboxes"}
+	u, err := dyn.Resource(gvr).Namespace(r.NS).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false, 0, err
+	}
+	gen := u.GetGeneration()
+	conds, _, err := unstructured.NestedSlice(u.Object, "status", "conditions")
+	if err != nil {
+		return false, gen, err
+	}
+	for _, c := range conds {
+		og, _, _ := unstructured.NestedInt64(c.(map[string]any), "observedGeneration")
+		if og != gen {
+			return false, gen, nil
 		}
 	}
-	return len(s.Conditions) > 0, s.Generation, nil
+	return len(conds) > 0, gen, nil
+}
+
+// sandboxPaths records the API versions of the sandbox requests a driver
+// sends, so that a test sees which version the driver chose.
+type sandboxPaths struct {
+	mu       sync.Mutex
+	versions map[string]bool
+}
+
+func (p *sandboxPaths) wrap(rt http.RoundTripper) http.RoundTripper {
+	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if parts := strings.Split(req.URL.Path, "/"); req.Method == http.MethodPost && len(parts) > 6 && parts[1] == "apis" && parts[2] == "agents.x-k8s.io" && parts[6] == "sandboxes" {
+			p.mu.Lock()
+			p.versions[parts[3]] = true
+			p.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
 }
 
 // lifecycle: create reaches Ready; Stop returns Stopping or Stopped and
 // then reaches Stopped; start reaches Ready again; delete removes it.
 func lifecycle(t *testing.T, r *drivertest.Rig, version string) {
 	ctx := context.Background()
-	d := r.Driver(t, nil)
+	paths := &sandboxPaths{versions: map[string]bool{}}
+	cfg := rest.CopyConfig(r.Cfg)
+	cfg.Wrap(paths.wrap)
+	d, err := driver.New(cfg, "gw", []string{r.NS})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
 	s, err := d.Create(ctx, r.NS, "life", drivertest.AgentPod)
 	require.NoError(t, err)
-	v, err := core.Of(d).Version(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, version, v)
+	paths.mu.Lock()
+	assert.Equal(t, map[string]bool{version: true}, paths.versions, "the driver speaks the version the CRD serves")
+	paths.mu.Unlock()
 	assert.Equal(t, driver.PhaseStarting, s.Phase)
 	drivertest.WaitPhase(t, d, r.NS, "life", driver.PhaseReady)
 
@@ -71,7 +109,7 @@ func lifecycle(t *testing.T, r *drivertest.Rig, version string) {
 	// Once the controller has observed the stop, the phase comes from
 	// what it wrote, not from the intent alone.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ok, gen, err := observed(ctx, d, r.NS, "life")
+		ok, gen, err := observed(ctx, r, version, "life")
 		require.NoError(c, err)
 		assert.True(c, ok, "conditions of generation %d", gen)
 	}, drivertest.Settle, 20*time.Millisecond)

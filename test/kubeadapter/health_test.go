@@ -24,9 +24,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 // TestHTTP2Health: with per-client health-check timings, a connection whose
@@ -152,7 +152,7 @@ func TestHTTP2HealthRefuses(t *testing.T) {
 		{
 			name: "a host without a scheme and no TLS settings",
 			give: &rest.Config{Host: "127.0.0.1:8001"},
-			want: "HTTP/2 is off: the server 127.0.0.1:8001 is plain http",
+			want: "HTTP/2 is off: the server http://127.0.0.1:8001 is plain http",
 		},
 		{
 			name: "plain http with an HTTP/2 transport",

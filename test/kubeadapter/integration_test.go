@@ -26,11 +26,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/internal/repro"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/timeout"
 )
 

@@ -2,7 +2,9 @@ package drivertest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,8 +21,17 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/internal/kubetest"
-	"github.com/kubewire/kubewire/internal/sandboxtest"
+	"github.com/kubewire/kubewire/test/kubetest"
+	"github.com/kubewire/kubewire/test/sandboxtest"
+)
+
+// Names the driver uses by default, and the annotations it records.
+const (
+	FenceName    = "sandbox-workload-fence"
+	DriverName   = "kubewire-driver"
+	AnnFenceUID  = "kubewire.io/fence-uid"
+	AnnFenceGen  = "kubewire.io/fence-generation"
+	AnnBootstrap = "kubewire.io/bootstrap-started"
 )
 
 // Settle bounds waits for the controller; they end as soon as it acts.
@@ -241,3 +252,16 @@ func (l *Logs) Count(substr string) int {
 // Config returns a config for the package's kube-apiserver, which [Main]
 // started; it fails the test if that did not start.
 func Config(t testing.TB) *rest.Config { return env.Config(t) }
+
+var env *kubetest.Env
+
+// Main runs the package's tests with a kube-apiserver that serves
+// agent-sandbox's Sandbox CRD; call it from TestMain.
+func Main(m *testing.M) {
+	crd, err := sandboxtest.SandboxCRD()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	kubetest.Main(m, &env, crd)
+}

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 // SandboxModule is the Go module of the agent-sandbox project.

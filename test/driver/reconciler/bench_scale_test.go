@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/driver/reconciler"
+	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
 )
 
 // BenchmarkNamespaces: the idle reconciler of a gateway that serves 1, 100
@@ -68,10 +68,11 @@ type idle struct {
 // stops it: each of b.N iterations idles 10 seconds.
 func runIdle(b *testing.B, d *driver.Driver, sent, open func() int64, cluster *bool) idle {
 	before := heap()
-	rec := newReconciler(b, d)
+	var opts []reconciler.Option
 	if cluster != nil {
-		reconciler.SetClusterScope(rec, *cluster)
+		opts = append(opts, reconciler.WithClusterWatch(*cluster))
 	}
+	rec := newReconciler(b, d, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- rec.Run(ctx) }()

@@ -1,4 +1,4 @@
-module github.com/kubewire/kubewire/internal/kubetest
+module github.com/kubewire/kubewire/test/kubetest
 
 go 1.26.0
 

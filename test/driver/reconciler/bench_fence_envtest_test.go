@@ -34,9 +34,8 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/informers/externalversions"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/driver/internal/core"
-	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/driver/reconciler"
+	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
 )
 
 // BenchmarkFenceChangeCeiling: a fence change over 10,000 running
@@ -236,7 +235,7 @@ type fenceRig struct {
 	n       int
 	cs      versioned.Interface
 	kube    kubernetes.Interface
-	fence   core.Fence
+	fence   fence
 	running bool
 }
 
@@ -292,7 +291,7 @@ func (rg *fenceRig) rawSuspend(b *testing.B, then func(*sandboxv1beta1.Sandbox))
 	refs := rg.list(b)
 	cpu0 := serverCPU()
 	start := time.Now()
-	err := rg.patchAll(refs, reconciler.DefaultWorkers, suspendBody, then)
+	err := rg.patchAll(refs, defaultWorkers, suspendBody, then)
 	took := time.Since(start)
 	cpu := serverCPU() - cpu0
 	require.NoError(b, err)
@@ -395,7 +394,7 @@ func (rg *fenceRig) updateFence(b *testing.B, np *networkingv1.NetworkPolicy) {
 	out, err := rg.kube.NetworkingV1().NetworkPolicies(rg.ns).Update(context.Background(), np, metav1.UpdateOptions{})
 	require.NoError(b, err)
 	require.NotEqual(b, rg.fence.Generation, out.Generation)
-	rg.fence = core.Fence{UID: out.UID, Generation: out.Generation}
+	rg.fence = fence{UID: out.UID, Generation: out.Generation}
 }
 
 type sandboxRef struct{ name, rv string }
@@ -453,22 +452,50 @@ func (rg *fenceRig) patchAll(refs []sandboxRef, workers int, body func(rv string
 	return failed.Load()
 }
 
+// defaultWorkers is the reconciler's default of WithWorkers ("Default: 8"):
+// the raw mode patches with the concurrency the reconciler gets by default.
+const defaultWorkers = 8
+
 // suspendBody is the driver's suspension of a v1beta1 Sandbox, guarded by
 // rv: the bytes the reconciler sends, which reconcilerSuspend checks.
 func suspendBody(rv string) []byte {
-	p := core.SuspendPatch(sandboxv1beta1.GroupVersion.Version)
+	var p sandboxPatch
 	p.Metadata.ResourceVersion = rv
+	p.Metadata.Annotations = map[string]*string{drivertest.AnnBootstrap: nil}
+	p.Spec.OperatingMode = "Suspended"
 	return mustJSON(p)
 }
 
 // admitBody is the driver's Start of a v1beta1 Sandbox under fence,
 // guarded by rv, without the bootstrap mark: a bootstrap would be timed by
 // the reconciler.
-func admitBody(rv string, fence core.Fence) []byte {
-	p := core.AdmitPatch(sandboxv1beta1.GroupVersion.Version, fence, time.Time{})
-	delete(p.Metadata.Annotations, core.AnnotationBootstrap)
+func admitBody(rv string, f fence) []byte {
+	uid, gen := string(f.UID), strconv.FormatInt(f.Generation, 10)
+	var p sandboxPatch
 	p.Metadata.ResourceVersion = rv
+	p.Metadata.Annotations = map[string]*string{drivertest.AnnFenceUID: &uid, drivertest.AnnFenceGen: &gen}
+	p.Spec.OperatingMode = "Running"
 	return mustJSON(p)
+}
+
+// sandboxPatch is the shape of the driver's guarded merge patch of a
+// v1beta1 Sandbox. reconcilerSuspend checks that the reconciler sends
+// these very bytes, so a change of the driver's patch fails the benchmark
+// instead of comparing it with something else.
+type sandboxPatch struct {
+	Metadata struct {
+		ResourceVersion string             `json:"resourceVersion"`
+		Annotations     map[string]*string `json:"annotations"`
+	} `json:"metadata"`
+	Spec struct {
+		OperatingMode string `json:"operatingMode"`
+	} `json:"spec"`
+}
+
+// fence is a NetworkPolicy's identity as the driver records it.
+type fence struct {
+	UID        types.UID
+	Generation int64
 }
 
 func mustJSON(v any) []byte {

@@ -17,15 +17,14 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/driver/internal/core"
-	"github.com/kubewire/kubewire/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
 )
 
 // benchRig creates n running sandboxes of gateway "gw" in a fresh
 // namespace, admitted under the namespace's fence, straight through the
 // clientset; no controller runs, so their status stays empty, which the
 // reconciler leaves alone.
-func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.Clientset, fence core.Fence) {
+func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.Clientset, f fence) {
 	b.Helper()
 	cfg = drivertest.Config(b)
 	cfg.QPS, cfg.Burst = -1, 0
@@ -51,7 +50,7 @@ func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.C
 	if err != nil {
 		b.Fatal(err)
 	}
-	fence = core.Fence{UID: np.UID, Generation: np.Generation}
+	f = fence{UID: np.UID, Generation: np.Generation}
 	cs, err = versioned.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -70,8 +69,8 @@ func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.C
 					Name: fmt.Sprintf("sb-%05d", i), Namespace: ns,
 					Labels: map[string]string{driver.LabelManagedBy: drivertest.DriverName, driver.LabelGateway: "gw"},
 					Annotations: map[string]string{
-						drivertest.AnnFenceUID: string(fence.UID),
-						drivertest.AnnFenceGen: strconv.FormatInt(fence.Generation, 10),
+						drivertest.AnnFenceUID: string(f.UID),
+						drivertest.AnnFenceGen: strconv.FormatInt(f.Generation, 10),
 					},
 				}}
 				s.Spec.PodTemplate = drivertest.AgentPod
@@ -86,7 +85,7 @@ func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.C
 	if err, ok := failed.Load().(error); ok {
 		b.Fatal(err)
 	}
-	return cfg, ns, cs, fence
+	return cfg, ns, cs, f
 }
 
 func heap() uint64 {

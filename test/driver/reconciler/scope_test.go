@@ -18,8 +18,8 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/driver/reconciler"
+	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
 )
 
 // TestScopeAuto: Run watches the whole cluster from 10 namespaces on,

@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 // retryMetric stands in for the rest_client_request_retries_total counter

@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 // write is one kind of write TestResendByPrecondition cuts: do sends it
@@ -135,7 +135,7 @@ func resendWrites(t *testing.T) int {
 //
 // The retry budget is off: a burst of cuts would otherwise spend it, and
 // what it refuses is TestRetryBudget's subject. Run the long form with
-// KUBEWIRE_RESEND_WRITES=200 (see the README).
+// KUBEWIRE_RESEND_WRITES=200 (see docs/resend.md).
 func TestResendByPrecondition(t *testing.T) {
 	admin := env.Config(t)
 	cs, err := kubernetes.NewForConfig(admin)

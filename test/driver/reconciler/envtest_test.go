@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/driver/reconciler"
-	"github.com/kubewire/kubewire/internal/kubetest"
+	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 // TestStartStuckIsRolledBack: a start the scheduler cannot place is

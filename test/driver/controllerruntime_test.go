@@ -12,11 +12,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/kubetest"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 // TestControllerRuntimeUpdate: a controller-runtime client on a config

@@ -1,0 +1,3 @@
+// Package reconciler holds the reconciler's tests and benchmarks against a
+// real kube-apiserver with agent-sandbox's CRD and controller.
+package reconciler

@@ -1,0 +1,209 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/drivermetrics"
+	"github.com/kubewire/kubewire/driver/reconciler"
+	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+)
+
+const (
+	mPasses         = "kubewire_reconciler_passes_total"
+	mPassDuration   = "kubewire_reconciler_pass_duration_seconds_count"
+	mSuspend        = `kubewire_reconciler_actions_total{action="suspend"}`
+	mRollback       = `kubewire_reconciler_actions_total{action="rollback"}`
+	mClearBootstrap = `kubewire_reconciler_actions_total{action="clear_bootstrap"}`
+	mWarnings       = "kubewire_reconciler_warnings_total"
+	mErrors         = "kubewire_reconciler_errors_total"
+	mQueueDepth     = "kubewire_reconciler_queue_depth"
+	mWorkDone       = "kubewire_reconciler_queue_work_duration_seconds_count"
+	mQueueAdds      = "kubewire_reconciler_queue_adds_total"
+	mQueueRetries   = "kubewire_reconciler_queue_retries_total"
+	mQueueLatency   = "kubewire_reconciler_queue_latency_seconds_count"
+	mFenceToSuspend = "kubewire_reconciler_fence_to_suspend_seconds_count"
+	mUnfinished     = "kubewire_reconciler_queue_unfinished_work_seconds"
+	mLongest        = "kubewire_reconciler_queue_longest_running_processor_seconds"
+	mEventsDropped  = "kubewire_reconciler_events_dropped_total"
+)
+
+// metrics returns a fresh registry with m registered.
+func metrics(t *testing.T) (*drivermetrics.Metrics, *prometheus.Registry) {
+	m := drivermetrics.New()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	return m, reg
+}
+
+// scrape gathers g: each counter and gauge by name and labels, each
+// histogram's count as name_count.
+func scrape(t require.TestingT, g prometheus.Gatherer) map[string]float64 {
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
+			}
+			switch {
+			case m.Counter != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[key] = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				out[key+"_count"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// TestRunMetrics: Run with drivermetrics on a real API server and
+// agent-sandbox's controller. A fence change queues the running sandboxes;
+// the first suspension writes of one fail and are retried; every running
+// sandbox is suspended once, and each suspension is timed from the fence
+// change.
+func TestRunMetrics(t *testing.T) {
+	r := drivertest.CurrentRig(t)
+	const n = 10
+	names, counter, d := counted(t, r, n)
+	m, reg := metrics(t)
+	// One worker at 20 writes a second: the fence change's sandboxes wait
+	// in the queue long enough to be seen there.
+	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour), reconciler.WithWorkers(1), reconciler.WithWriteLimit(20, 1), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m.Queue()))
+	runReconciler(t, rec)
+	waitBootstrapped(t, r, names)
+	require.Eventually(t, func() bool { return scrape(t, reg)[mClearBootstrap] == n }, drivertest.Settle, 20*time.Millisecond)
+	counter.Reset()
+
+	counter.SetFail(func(req *http.Request) bool {
+		return req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/sandboxes/sb-0")
+	})
+	moveFence(t, r)
+	require.Eventually(t, func() bool { return scrape(t, reg)[mQueueDepth] > 0 }, drivertest.Settle, time.Millisecond, "the fence change queues its sandboxes")
+	require.Eventually(t, func() bool { return scrape(t, reg)[mErrors] > 0 }, drivertest.Settle, 20*time.Millisecond, "the failed write is counted")
+	counter.SetFail(nil)
+	waitFor(t, d, r.NS, names, "suspended", suspended)
+	// A sandbox shows suspended before the worker that suspended it has
+	// its answer and counts the action, and agent-sandbox's controller
+	// keeps writing status afterwards, each write queueing the sandbox
+	// again for a moment: the figures are read once they have settled.
+	var got map[string]float64
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got = scrape(t, reg)
+		assert.Equal(c, float64(n), got[mSuspend], "one suspension per running sandbox")
+		assert.Equal(c, float64(n), got[mFenceToSuspend], "each suspension timed from the fence change, retries included")
+		assert.Equal(c, float64(n), got[mWarnings])
+		assert.Zero(c, got[mQueueDepth], "the queue drains")
+	}, drivertest.Settle, 20*time.Millisecond)
+	assert.Equal(t, float64(n), got[mClearBootstrap])
+	assert.Zero(t, got[mRollback])
+	assert.Zero(t, got[mPasses], "Run is no pass")
+	assert.Positive(t, got[mErrors])
+	patches := counter.Reset()
+	assert.Greater(t, patches["sb-0"], 1, "sb-0's write failed, then succeeded")
+	for _, name := range names[1:] {
+		assert.Equal(t, 1, patches[name], "%s patched once", name)
+	}
+}
+
+// TestRunUnfinishedWork: a worker held inside a suspension write shows in
+// the unfinished-work and longest-running-processor gauges while it is
+// held, in each leadership term, although Run makes a new queue for each.
+// Between the terms no worker runs and the queue is gone: both gauges and
+// the depth read zero. The terms are read from the reconciler's log: it
+// says "leading" when a term's workers start and "stopped leading" once
+// they have stopped.
+func TestRunUnfinishedWork(t *testing.T) {
+	r := drivertest.CurrentRig(t)
+	var l drivertest.Logs
+	names, counter, d := counted(t, r, 2, driver.WithLogger(l.Logger()))
+	m, reg := metrics(t)
+	const lease = "gw-reconciler"
+	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour), reconciler.WithWorkers(1), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m.Queue()),
+		reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: lease, Identity: "a", LeaseDuration: 3 * time.Second}))
+	runReconciler(t, rec)
+	require.Eventually(t, func() bool { return terms(&l) == 1 }, drivertest.Settle, 20*time.Millisecond, "the first term starts")
+	waitBootstrapped(t, r, names)
+
+	// sb-0's suspension is held until released, or until its term ends.
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	counter.SetFail(func(req *http.Request) bool {
+		if req.Method != http.MethodPatch || !strings.HasSuffix(req.URL.Path, "/sandboxes/sb-0") {
+			return false
+		}
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+			return false
+		case <-req.Context().Done():
+			return true
+		}
+	})
+	heldOverASecond := func(term string) {
+		t.Helper()
+		select {
+		case <-held:
+		case <-time.After(drivertest.Settle):
+			t.Fatalf("%s: sb-0's suspension never came", term)
+		}
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := scrape(c, reg)
+			assert.Greater(c, got[mLongest], 1.0, "%s: the held worker's time", term)
+			assert.GreaterOrEqual(c, got[mUnfinished], got[mLongest], "%s: one worker", term)
+		}, drivertest.Settle, 20*time.Millisecond)
+	}
+	zero := func(when string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := scrape(c, reg)
+			assert.Zero(c, got[mUnfinished], when)
+			assert.Zero(c, got[mLongest], when)
+			assert.Zero(c, got[mQueueDepth], when)
+		}, drivertest.Settle, 20*time.Millisecond)
+	}
+
+	moveFence(t, r)
+	heldOverASecond("first term")
+
+	// Another holder takes the lease: the term ends, the held write with
+	// it.
+	leases := r.CS.CoordinationV1().Leases(r.NS)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(context.Background(), lease, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		intruder, forever := "intruder", int32(3600)
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &intruder, &forever
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		return err
+	}))
+	require.Eventually(t, func() bool { return l.Count(stoppedLeading) == 1 }, drivertest.Settle, 20*time.Millisecond, "the first term ends")
+	zero("between terms")
+
+	require.NoError(t, leases.Delete(context.Background(), lease, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return terms(&l) == 2 }, drivertest.Settle, 20*time.Millisecond, "the second term starts")
+	heldOverASecond("second term")
+	close(release)
+	waitFor(t, d, r.NS, names, "suspended", suspended)
+	zero("once the write is done")
+}
