@@ -482,22 +482,28 @@ func TestProbeRefused(t *testing.T) {
 // waiting for a login in a browser does.
 type hangingPlugin struct {
 	Path string
-	dir  string
+	// state holds the marker of the first run and its process ID.
+	state string
 }
 
 // newHangingPlugin writes the plugin as a script in a directory of t. Its
-// first run records its process ID and sleeps; a later run fails at once.
-// client-go runs a plugin without a deadline, so the probe can only leave
-// it running: when the test ends, it kills the plugin, which ends the
-// probe's abandoned requests, and checks that they ended.
-func newHangingPlugin(t *testing.T) *hangingPlugin {
+// first run records its process ID in state and sleeps; a later run fails
+// at once. client-go runs a plugin without a deadline, so the probe can
+// only leave it running: when the test ends, it kills the plugin, which
+// ends the probe's abandoned requests.
+//
+// state must outlive the check that those requests ended (the test's
+// goleak cleanup): a request that runs the plugin again on its way out
+// then still finds the first run's marker and fails at once. With the
+// marker in the script's own directory, removed first, such a run started
+// a second plugin that slept for an hour (seen under make stress).
+func newHangingPlugin(t *testing.T, state string) *hangingPlugin {
 	t.Helper()
-	p := &hangingPlugin{dir: t.TempDir()}
-	p.Path = filepath.Join(p.dir, "plugin")
+	p := &hangingPlugin{Path: filepath.Join(t.TempDir(), "plugin"), state: state}
 	script := `#!/bin/sh
-dir=$(dirname "$0")
-if mkdir "$dir/ran" 2>/dev/null; then
-	echo $$ >"$dir/pid.new" && mv "$dir/pid.new" "$dir/pid"
+state='` + state + `'
+if mkdir "$state/ran" 2>/dev/null; then
+	echo $$ >"$state/pid.new" && mv "$state/pid.new" "$state/pid"
 	exec sleep 3600
 fi
 exit 1
@@ -522,7 +528,7 @@ exit 1
 
 // pid is the process ID of the plugin's first run, once it has started.
 func (p *hangingPlugin) pid() (int, bool) {
-	b, err := os.ReadFile(filepath.Join(p.dir, "pid"))
+	b, err := os.ReadFile(filepath.Join(p.state, "pid"))
 	if err != nil {
 		return 0, false
 	}
@@ -569,14 +575,16 @@ func TestProbeCredentialPluginHangs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// Runs last, once the plugin is killed and the server closed.
+			// Removed last, after the goleak check (newHangingPlugin).
+			state := t.TempDir()
+			// Runs after the plugin is killed and the server closed.
 			ignore := goleak.IgnoreCurrent()
 			t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 			t.Setenv("KUBECONFIG", "")
 			cluster := tlsCluster(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				assert.Fail(t, "a request without the plugin's credentials reached the server")
 			}))
-			plugin := newHangingPlugin(t)
+			plugin := newHangingPlugin(t, state)
 			path := writeKubeconfigUser(t, cluster, &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
 				APIVersion:      "client.authentication.k8s.io/v1",
 				Command:         plugin.Path,
