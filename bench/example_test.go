@@ -14,7 +14,7 @@ import (
 	"github.com/kubewire/kubewire/metrics"
 )
 
-// The README's metrics sample: one Metrics observing a client-go config
+// docs/metrics.md's sample: one Metrics observing a client-go config
 // and a plain http.Client. It lives here because no published module
 // imports both kubeadapter and metrics, and this one reaches no user.
 func Example_metrics() {

@@ -15,7 +15,7 @@ import (
 
 // maxExtraAllocs is what the stack may allocate per successful request
 // beyond a bare request with the caller's own deadline, over a transport
-// that answers at once (testserver.Answer). The README's cost table shows
+// that answers at once (testserver.Answer). docs/measured.md's cost table shows
 // the figure `make bench` measures on the wire.
 const maxExtraAllocs = 6
 

@@ -1,7 +1,9 @@
-// Package readme checks that every Go sample of the repository's README is
+// Package readme checks the repository's prose: README.md, CONTRIBUTING.md
+// and the pages under docs/. Every Go sample of README.md and docs/*.md is
 // the body of an Example function, so that the sample compiles wherever
-// its module's tests run, and that the Go identifiers README.md and
-// CONTRIBUTING.md cite exist.
+// its module's tests run; the Go identifiers, test names, repository paths
+// and relative links the documents cite exist; every Mermaid diagram
+// parses; and README.md stays under [maxReadmeLines] lines.
 package readme
 
 import (
@@ -16,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,11 +28,10 @@ import (
 // root is the repository root, from this package's directory.
 const root = "../.."
 
-// block is one ```go block of the README.
+// block is one fenced block of a document.
 type block struct {
-	line  int      // of the opening fence, 1-based
-	lines []string // normalized
-	raw   []string // as written, for messages
+	line int      // of the opening fence, 1-based
+	body []string // the lines between the fences, as written
 }
 
 // example is the body of one Example function, a line per element.
@@ -38,71 +40,147 @@ type example struct {
 	lines []string
 }
 
-// TestSamplesAreExamples requires, for each ```go block of README.md, an
-// Example function in some example_test.go of the repository whose body
-// holds every code line of the block, in order; lines in between are
-// allowed. Lines are compared as Go tokens, so comments and spacing do not
-// count. A line that is only an elision ("...", or "{ ... }" in it) is
-// skipped: better, write the sample without one.
-func TestSamplesAreExamples(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+// maxReadmeLines bounds README.md: its first screen shows the
+// architecture, and long material (measurements, the soak, reference
+// tables) goes to a page under docs/, linked from it.
+const maxReadmeLines = 300
+
+// TestReadmeLength keeps README.md under maxReadmeLines lines.
+func TestReadmeLength(t *testing.T) {
+	readme := readDoc(t, "README.md")
+	n := bytes.Count(readme, []byte("\n"))
+	if len(readme) > 0 && readme[len(readme)-1] != '\n' {
+		n++
+	}
+	if n >= maxReadmeLines {
+		t.Errorf("README.md has %d lines, want fewer than %d: move long material to a page under docs/ and link it", n, maxReadmeLines)
+	}
+}
+
+// markdownFiles returns the documents the tests read, relative to root:
+// README.md, CONTRIBUTING.md if withContributing, and docs/*.md.
+func markdownFiles(t *testing.T, withContributing bool) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := goBlocks(readme)
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no ```go block: the parser or the README changed")
+	if len(pages) == 0 {
+		t.Fatal("no docs/*.md page: the pages moved, or the glob is wrong")
 	}
+	docs := []string{"README.md"}
+	if withContributing {
+		docs = append(docs, "CONTRIBUTING.md")
+	}
+	for _, p := range pages {
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, filepath.ToSlash(rel))
+	}
+	return docs
+}
+
+// readDoc reads a document by its path relative to root.
+func readDoc(t *testing.T, doc string) []byte {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(doc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// TestSamplesAreExamples requires, for each ```go block of README.md and
+// docs/*.md, an Example function in some example_test.go of the repository
+// whose body holds every code line of the block, in order; lines in
+// between are allowed. Lines are compared as Go tokens, so comments and
+// spacing do not count. A line that is only an elision ("...", or
+// "{ ... }" in it) is skipped: better, write the sample without one.
+func TestSamplesAreExamples(t *testing.T) {
 	examples := findExamples(t)
 	if len(examples) == 0 {
 		t.Fatal("no Example function found in any example_test.go")
 	}
-	for _, b := range blocks {
-		if len(b.lines) == 0 {
-			t.Errorf("README.md:%d: a ```go block with no code line", b.line)
-			continue
+	for _, doc := range markdownFiles(t, false) {
+		blocks := fenced(readDoc(t, doc), "go")
+		if doc == "README.md" && len(blocks) == 0 {
+			t.Error("README.md has no ```go block: the parser or the README changed")
 		}
-		var best example
-		bestN := -1
-		for _, e := range examples {
-			if n := matched(b.lines, e.lines); n > bestN {
-				best, bestN = e, n
+		for _, b := range blocks {
+			lines, raw := codeLines(b)
+			if len(lines) == 0 {
+				t.Errorf("%s:%d: a ```go block with no code line", doc, b.line)
+				continue
 			}
+			var best example
+			bestN := -1
+			for _, e := range examples {
+				if n := matched(lines, e.lines); n > bestN {
+					best, bestN = e, n
+				}
+			}
+			if bestN == len(lines) {
+				t.Logf("%s:%d: %s", doc, b.line, best.name)
+				continue
+			}
+			t.Errorf("%s:%d: no Example function holds this ```go block's lines in order; "+
+				"add one in the package the sample uses (in its module), or fix the sample. "+
+				"Closest: %s, which lacks %q", doc, b.line, best.name, raw[bestN])
 		}
-		if bestN == len(b.lines) {
-			t.Logf("README.md:%d: %s", b.line, best.name)
-			continue
-		}
-		t.Errorf("README.md:%d: no Example function holds this ```go block's lines in order; "+
-			"add one in the package the sample uses (in its module), or fix the sample. "+
-			"Closest: %s, which lacks %q", b.line, best.name, b.raw[bestN])
 	}
 }
 
-// goBlocks returns the README's ```go blocks, each line normalized, code
-// lines only.
-func goBlocks(readme []byte) []block {
+// fenced returns a document's fenced blocks whose info string is lang
+// (```go, ```mermaid).
+func fenced(doc []byte, lang string) []block {
 	var (
 		blocks []block
 		cur    *block
+		other  bool // inside a block of another language
 	)
-	sc := bufio.NewScanner(bytes.NewReader(readme))
+	sc := bufio.NewScanner(bytes.NewReader(doc))
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
 		switch {
-		case cur == nil && strings.TrimSpace(line) == "```go":
+		case cur == nil && !other && trimmed == "```"+lang:
 			cur = &block{line: n}
-		case cur != nil && strings.TrimSpace(line) == "```":
-			blocks = append(blocks, *cur)
-			cur = nil
-		case cur != nil:
-			if l := normalize(line); l != "" && !elision(l) {
-				cur.lines = append(cur.lines, l)
-				cur.raw = append(cur.raw, strings.TrimSpace(line))
+		case cur == nil && !other && strings.HasPrefix(trimmed, "```"):
+			other = true
+		case trimmed == "```":
+			if cur != nil {
+				blocks = append(blocks, *cur)
 			}
+			cur, other = nil, false
+		case cur != nil:
+			cur.body = append(cur.body, line)
 		}
 	}
 	return blocks
+}
+
+func TestFenced(t *testing.T) {
+	doc := "text\n```go\na := 1\n\nb := 2\n```\n```sh\n```go\n```\n  ```mermaid\nflowchart LR\n  ```\n"
+	if got, want := fenced([]byte(doc), "go"), []block{{line: 2, body: []string{"a := 1", "", "b := 2"}}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("fenced(go) = %+v, want %+v", got, want)
+	}
+	if got, want := fenced([]byte(doc), "mermaid"), []block{{line: 10, body: []string{"flowchart LR"}}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("fenced(mermaid) = %+v, want %+v", got, want)
+	}
+}
+
+// codeLines returns a ```go block's code lines, normalized, and the same
+// lines as written, for messages.
+func codeLines(b block) (lines, raw []string) {
+	for _, line := range b.body {
+		if l := normalize(line); l != "" && !elision(l) {
+			lines = append(lines, l)
+			raw = append(raw, strings.TrimSpace(line))
+		}
+	}
+	return lines, raw
 }
 
 func elision(l string) bool {
@@ -242,7 +320,7 @@ var foreign = map[string]string{
 }
 
 // TestReferencesExist requires each Go reference in a code span of
-// README.md and CONTRIBUTING.md, `pkg.Ident` or `pkg.Type.Member`
+// README.md, CONTRIBUTING.md and docs/*.md, `pkg.Ident` or `pkg.Type.Member`
 // anywhere in the span (`*retry.Error`, `reconciler.New(d, opts...)`),
 // whose pkg is the name of one of the repository's packages, to name what
 // that package declares in its non-test files: Ident an exported top-level
@@ -264,11 +342,8 @@ func TestReferencesExist(t *testing.T) {
 	if len(pkgs) == 0 {
 		t.Fatal("no package found under the repository root")
 	}
-	for _, doc := range []string{"README.md", "CONTRIBUTING.md"} {
-		src, err := os.ReadFile(filepath.Join(root, doc))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, doc := range markdownFiles(t, true) {
+		src := readDoc(t, doc)
 		checked := 0
 		for _, r := range references(string(src)) {
 			ours, problem := pkgs.check(r)
@@ -279,7 +354,7 @@ func TestReferencesExist(t *testing.T) {
 				t.Errorf("%s:%d: `%s`: %s", doc, r.line, r.text, problem)
 			}
 		}
-		if checked == 0 {
+		if checked == 0 && (doc == "README.md" || doc == "CONTRIBUTING.md") {
 			t.Errorf("%s: no reference to a package of the repository: the parser or the file changed", doc)
 		}
 	}
