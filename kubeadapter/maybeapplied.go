@@ -2,11 +2,13 @@ package kubeadapter
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
@@ -16,6 +18,34 @@ import (
 // maybeAppliedNote is added to the message of a Status that refuses a copy
 // re-sent after an earlier one may have reached the API server.
 const maybeAppliedNote = " (kubewire: this answers a copy of the request sent again after the connection failed; the earlier copy may have been applied)"
+
+// CauseMaybeApplied is the type of the cause kubewire adds to the Status
+// of a refused re-sent copy (see [IsMaybeApplied]).
+const CauseMaybeApplied metav1.CauseType = "kubewire.io/MaybeApplied"
+
+// IsMaybeApplied reports whether err is, or wraps, the API server's
+// refusal (404, 409 or 422) of a copy of a write that kubewire sent again
+// after the connection failed under an earlier copy: the earlier copy may
+// have been applied. A 409 on a resourceVersion guard or a failed
+// precondition then often means that the first copy did what the caller
+// asked; read the object again to know. The Status carries a cause of
+// type [CauseMaybeApplied], beside the note in its message.
+func IsMaybeApplied(err error) bool {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return false
+	}
+	d := se.Status().Details
+	if d == nil {
+		return false
+	}
+	for _, c := range d.Causes {
+		if c.Type == CauseMaybeApplied {
+			return true
+		}
+	}
+	return false
+}
 
 // maxStatus bounds the Status body read to say so; a Status is small.
 const maxStatus = 1 << 20
@@ -79,7 +109,7 @@ func withNote(contentType string, body []byte) ([]byte, bool) {
 		if utiljson.Unmarshal(body, &s) != nil || s.Kind != "Status" {
 			return nil, false
 		}
-		s.Message += maybeAppliedNote
+		note(&s)
 		b, err := utiljson.Marshal(&s)
 		return b, err == nil
 	case "application/vnd.kubernetes.protobuf":
@@ -88,7 +118,7 @@ func withNote(contentType string, body []byte) ([]byte, bool) {
 		if _, _, err := protobufSerializer.Decode(body, nil, &u); err != nil || u.Kind != "Status" || s.Unmarshal(u.Raw) != nil {
 			return nil, false
 		}
-		s.Message += maybeAppliedNote
+		note(&s)
 		raw, err := s.Marshal()
 		if err != nil {
 			return nil, false
@@ -106,11 +136,24 @@ func withNote(contentType string, body []byte) ([]byte, bool) {
 		if direct.Unmarshal(body[len(prefix):], &s) != nil || s.Kind != "Status" {
 			return nil, false
 		}
-		s.Message += maybeAppliedNote
+		note(&s)
 		b, err := direct.Marshal(&s)
 		return append(append([]byte(nil), prefix...), b...), err == nil
 	}
 	return nil, false
+}
+
+// note adds maybeAppliedNote to s's message, and a cause of type
+// CauseMaybeApplied to its details.
+func note(s *metav1.Status) {
+	s.Message += maybeAppliedNote
+	if s.Details == nil {
+		s.Details = &metav1.StatusDetails{}
+	}
+	s.Details.Causes = append(s.Details.Causes, metav1.StatusCause{
+		Type:    CauseMaybeApplied,
+		Message: "an earlier copy of this request may have been applied",
+	})
 }
 
 // dryRun reports whether req is a dry run by its query (dryRunAll, as

@@ -3,6 +3,7 @@ package kubeadapter_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -88,11 +89,14 @@ func TestMaybeAppliedMessage(t *testing.T) {
 				assert.Equal(t, s.Code, apierrorsCode(err), "%v", err)
 				assert.Contains(t, err.Error(), s.Message)
 				assert.Contains(t, err.Error(), "the earlier copy may have been applied")
+				assert.True(t, kubeadapter.IsMaybeApplied(err), "the Status carries the cause: %#v", err)
+				assert.True(t, kubeadapter.IsMaybeApplied(fmt.Errorf("wrapped: %w", err)))
 
 				err = put()
 				require.Error(t, err, "a first copy refused")
 				assert.Equal(t, s.Reason, apierrors.ReasonForError(err))
 				assert.NotContains(t, err.Error(), "may have been applied")
+				assert.False(t, kubeadapter.IsMaybeApplied(err))
 			})
 		}
 	}
@@ -154,4 +158,19 @@ func TestMaybeAppliedOtherBodies(t *testing.T) {
 			assert.Equal(t, int64(len(body)), resp.ContentLength)
 		})
 	}
+}
+
+// TestIsMaybeApplied: only a Status with kubewire's cause counts; nil,
+// other errors and other causes do not.
+func TestIsMaybeApplied(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "sandboxes"}, "sb", errors.New("the object has been modified"))
+	assert.False(t, kubeadapter.IsMaybeApplied(nil))
+	assert.False(t, kubeadapter.IsMaybeApplied(errors.New("409")))
+	assert.False(t, kubeadapter.IsMaybeApplied(conflict))
+	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "cm", nil)
+	invalid.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid}}
+	assert.False(t, kubeadapter.IsMaybeApplied(invalid))
+	invalid.ErrStatus.Details.Causes = append(invalid.ErrStatus.Details.Causes, metav1.StatusCause{Type: kubeadapter.CauseMaybeApplied})
+	assert.True(t, kubeadapter.IsMaybeApplied(invalid))
+	assert.False(t, kubeadapter.IsMaybeApplied(&apierrors.StatusError{}), "a Status without details")
 }
