@@ -105,7 +105,7 @@ func (d *Driver) Stop(ctx context.Context, ns, name string) (Sandbox, error) {
 	if err := d.validate(op, ns, name); err != nil {
 		return Sandbox{}, err
 	}
-	s, err := d.c.Update(ctx, ns, name, nil, func(s core.Sandbox) *core.Patch {
+	s, err := d.c.Update(ctx, ns, name, nil, func(s core.Sandbox, _ error) *core.Patch {
 		if !s.Running && s.BootstrapStarted.IsZero() {
 			return nil
 		}
@@ -138,7 +138,7 @@ func (d *Driver) Start(ctx context.Context, ns, name string) (Sandbox, error) {
 	if err != nil {
 		return Sandbox{}, err
 	}
-	s, err := d.c.Update(ctx, ns, name, nil, func(s core.Sandbox) *core.Patch {
+	s, err := d.c.Update(ctx, ns, name, nil, func(s core.Sandbox, _ error) *core.Patch {
 		if s.Running && s.Fence == fence {
 			return nil
 		}

@@ -413,3 +413,41 @@ func TestOneWriter(t *testing.T) {
 	_, err = rec.Pass(context.Background())
 	assert.NoError(t, err, "the Pass has ended")
 }
+
+// TestLostAnswerStillReported: a suspension whose first copy the API
+// server applied but whose answer was lost comes back, re-sent by
+// kubeadapter, as a 409 that may have been applied. The reconciler reads
+// the sandbox again, finds it suspended, and reports the suspension it
+// made, with its warning, Event and action, instead of deciding that
+// nothing was to be done.
+func TestLostAnswerStillReported(t *testing.T) {
+	f := drivertest.StaleFixture(t, "v1beta1", true)
+	var l drivertest.Logs
+	var mu sync.Mutex
+	var events []reconciler.ActionEvent
+	r := newReconciler(t, f.Driver(t, &l), reconciler.WithObserver(&observer{action: func(e reconciler.ActionEvent) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}}))
+	f.LoseAnswers(1)
+	stats, err := r.Pass(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 5, stats.Actions, "the suspension whose answer was lost is counted")
+	assert.Equal(t, 5, l.Count(staleWarning))
+	assert.Equal(t, 1, l.Count(`"appliedByEarlierCopy"=true`), "the log says which copy did it")
+	assert.Eventually(t, func() bool { return f.Count("create", "events") == 5 }, 10*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	assert.Len(t, events, 5)
+	for _, e := range events {
+		assert.NoError(t, e.Err)
+		assert.Equal(t, reconciler.ActionSuspend, e.Type)
+	}
+	mu.Unlock()
+	for _, sb := range []struct{ ns, name string }{{"team-a", "sb-0"}, {"team-a", "sb-1"}, {"team-a", "sb-2"}, {"team-a", "sb-3"}, {"team-b", "sb-x"}} {
+		assert.False(t, running(t, f, sb.ns, sb.name), "%s/%s suspended", sb.ns, sb.name)
+	}
+	stats, err = r.Pass(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, stats.Actions, "converged")
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/internal/core"
+	"github.com/kubewire/kubewire/kubeadapter"
 )
 
 // PassStats counts what one [Reconciler.Pass] saw and did.
@@ -318,12 +319,12 @@ func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, n
 	// The patches are guarded by resourceVersion: kubeadapter re-sends
 	// one whose connection failed (a copy after an applied one fails with
 	// 409, and is decided again).
-	var patched bool
+	var patched, resent bool
 	var fenceErr error
 	var before []string
 	first := true
-	out, err := r.core.Update(ctx, s.Namespace, s.Name, s, func(cur core.Sandbox) *core.Patch {
-		patched = false
+	out, err := r.core.Update(ctx, s.Namespace, s.Name, s, func(cur core.Sandbox, conflict error) *core.Patch {
+		patched, resent = false, false
 		before = append(before, cur.ResourceVersion)
 		decided := a
 		if !first {
@@ -335,6 +336,12 @@ func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, n
 		}
 		first = false
 		if decided.Type != a.Type {
+			// The conflict refused a copy sent again after the connection
+			// failed under the first; if cur is what the first would have
+			// made it, the first was applied: report the action, with its
+			// warning and Event, rather than lose it.
+			patched = kubeadapter.IsMaybeApplied(conflict) && applied(a.Type, cur)
+			resent = patched
 			return nil
 		}
 		switch a.Type {
@@ -358,12 +365,30 @@ func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, n
 	}
 	dropped := false
 	if a.Warn {
-		r.log.Info("warning: "+a.Message, "namespace", s.Namespace, "sandbox", s.Name, "action", a.Type.name(),
+		kv := []any{"namespace", s.Namespace, "sandbox", s.Name, "action", a.Type.name(),
 			"recordedFenceUID", s.Fence.UID, "recordedFenceGeneration", s.Fence.Generation,
-			"liveFenceUID", live.fence.UID, "liveFenceGeneration", live.fence.Generation)
+			"liveFenceUID", live.fence.UID, "liveFenceGeneration", live.fence.Generation}
+		if resent {
+			// The API server refused a second copy: the first, whose
+			// answer was lost, did the work.
+			kv = append(kv, "appliedByEarlierCopy", true)
+		}
+		r.log.Info("warning: "+a.Message, kv...)
 		dropped = !r.core.Warn(out, a.Reason, actionVerb(a.Type), a.Message)
 	}
 	return before, dropped, nil
+}
+
+// applied reports whether s is in the state the patch of action t makes:
+// suspended with no bootstrap mark, or without the mark.
+func applied(t ActionType, s core.Sandbox) bool {
+	switch t {
+	case ActionSuspend, ActionRollback:
+		return !s.Running && s.BootstrapStarted.IsZero()
+	case ActionClearBootstrap:
+		return s.BootstrapStarted.IsZero()
+	}
+	return false
 }
 
 // actionVerb is the action of an Event, what the driver did.

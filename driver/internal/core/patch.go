@@ -13,17 +13,21 @@ import (
 // Conflict it reads again and decides again, as client-go's
 // retry.RetryOnConflict paces it (retry.DefaultRetry: five tries); the
 // last conflict is then the error. A nil patch means nothing to change;
-// nothing is sent.
+// nothing is sent. decide gets the conflict that made it read again (nil
+// the first time): kubeadapter.IsMaybeApplied(conflict) says it refused a
+// copy sent again after the connection failed under an earlier one, which
+// may have been applied.
 //
 // The guard makes the patch safe to retry after a transport error: a copy
 // that reached the API server twice fails the second time with 409 and is
 // decided again from what the first one wrote.
-func (c *Core) Update(ctx context.Context, ns, name string, current *Sandbox, decide func(Sandbox) *Patch) (Sandbox, error) {
+func (c *Core) Update(ctx context.Context, ns, name string, current *Sandbox, decide func(s Sandbox, conflict error) *Patch) (Sandbox, error) {
 	client, err := c.sandboxes(ctx)
 	if err != nil {
 		return Sandbox{}, err
 	}
 	var out Sandbox
+	var conflict error
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var s Sandbox
 		if current != nil {
@@ -34,7 +38,7 @@ func (c *Core) Update(ctx context.Context, ns, name string, current *Sandbox, de
 				return err
 			}
 		}
-		p := decide(s)
+		p := decide(s, conflict)
 		if p == nil {
 			out = s
 			return nil
@@ -45,6 +49,7 @@ func (c *Core) Update(ctx context.Context, ns, name string, current *Sandbox, de
 			return err
 		}
 		out, err = client.mergePatch(ctx, ns, name, body)
+		conflict = err
 		return err
 	})
 	if err != nil {

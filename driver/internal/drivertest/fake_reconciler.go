@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,14 +10,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+
+	"github.com/kubewire/kubewire/kubeadapter"
 )
 
 // Fault makes f's clients answer each request of verb on resource (as
@@ -190,4 +196,29 @@ func (f *Fake) Limits() []int64 {
 		}
 	}
 	return out
+}
+
+// LoseAnswers makes the next n merge patches of sandboxes apply, then
+// answer as kubeadapter answers a copy it sent again after the first
+// copy's answer was lost: 409 Conflict, with the cause
+// kubeadapter.IsMaybeApplied reads.
+func (f *Fake) LoseAnswers(n int) {
+	var lost atomic.Int32
+	reactor := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if int(lost.Load()) >= n {
+			return false, nil, nil
+		}
+		handled, _, err := f.patch(a)
+		if !handled || err != nil {
+			return handled, nil, err
+		}
+		lost.Add(1)
+		p := a.(k8stesting.PatchAction)
+		conflict := apierrors.NewConflict(p.GetResource().GroupResource(), p.GetName(), errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		conflict.ErrStatus.Details.Causes = append(conflict.ErrStatus.Details.Causes, metav1.StatusCause{Type: kubeadapter.CauseMaybeApplied})
+		return true, nil, conflict
+	}
+	f.Sandboxes.Lock()
+	defer f.Sandboxes.Unlock()
+	f.Sandboxes.PrependReactor("patch", "sandboxes", reactor)
 }

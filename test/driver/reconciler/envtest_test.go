@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/reconciler"
+	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/test/kubetest"
 )
@@ -222,4 +224,57 @@ func TestLongNoteEvent(t *testing.T) {
 	assert.Equal(t, "BootstrapFailed", e.Reason)
 	assert.Len(t, e.Note, 1024)
 	assert.True(t, strings.HasSuffix(e.Note, "..."), e.Note)
+}
+
+// TestLostSuspensionAnswer: the API server applies a suspension whose
+// answer the proxy cuts. kubeadapter sends the guarded patch again, the
+// API server refuses the copy with 409 Conflict (its resourceVersion is
+// gone), and the reconciler, reading the sandbox again, finds it
+// suspended: it reports the suspension as its own, with the warning and
+// the Event, instead of deciding there was nothing to do.
+func TestLostSuspensionAnswer(t *testing.T) {
+	r := drivertest.CurrentRig(t)
+	ctx := context.Background()
+	setup := r.Driver(t, nil)
+	_, err := setup.Create(ctx, r.NS, "cut", drivertest.AgentPod)
+	require.NoError(t, err)
+	drivertest.WaitPhase(t, setup, r.NS, "cut", driver.PhaseReady)
+	stats, err := newReconciler(t, setup).Pass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, stats.Actions, "the bootstrap mark is cleared")
+	np, err := r.CS.NetworkingV1().NetworkPolicies(r.NS).Get(ctx, drivertest.FenceName, metav1.GetOptions{})
+	require.NoError(t, err)
+	np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+	_, err = r.CS.NetworkingV1().NetworkPolicies(r.NS).Update(ctx, np, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	// The first sandbox PATCH arms the proxy: the API server's answer on
+	// that connection is replaced by a reset.
+	cfg, proxy := kubetest.Proxied(t, r.Cfg)
+	var patches atomic.Int32
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPatch && strings.Contains(req.URL.Path, "/sandboxes/") && patches.Add(1) == 1 {
+				proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	var l drivertest.Logs
+	d, err := driver.New(cfg, "gw", []string{r.NS}, driver.WithLogger(l.Logger()))
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	var actions []reconciler.ActionEvent
+	rec := newReconciler(t, d, reconciler.WithObserver(&observer{action: func(e reconciler.ActionEvent) { actions = append(actions, e) }}))
+	stats, err = rec.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, stats.Actions)
+	assert.EqualValues(t, 2, patches.Load(), "the cut patch was sent again")
+	assert.Equal(t, 1, l.Count(staleWarning))
+	assert.Equal(t, 1, l.Count(`"appliedByEarlierCopy"=true`), "the log says the earlier copy did it")
+	require.Len(t, actions, 1)
+	assert.Equal(t, reconciler.ActionSuspend, actions[0].Type)
+	assert.NoError(t, actions[0].Err)
+	drivertest.WaitPhase(t, setup, r.NS, "cut", driver.PhaseStopped)
+	require.Eventually(t, func() bool { return len(staleEvents(t, r)) == 1 }, drivertest.Settle, 20*time.Millisecond, "the suspension's Event")
 }
