@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -98,16 +100,34 @@ func goList(t *testing.T, patterns []string) map[string]listed {
 	return pkgs
 }
 
-// published are the modules users require. Their packages, tests aside,
-// import no package internal to another module: minimal version selection
-// may pair kubeadapter vN with root vN+1, and an internal package is free
-// to change between them (STYLE rule 15).
-var published = []string{module, module + "/kubeadapter", module + "/metrics", module + "/driver", module + "/cmd/kubewire"}
+// publishedModules returns the modules users require, as
+// hack/release/modules.txt lists them for the release. Their packages,
+// tests aside, import no package internal to another module: minimal
+// version selection may pair kubeadapter vN with root vN+1, and an
+// internal package is free to change between them (STYLE rule 15).
+func publishedModules(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "hack", "release", "modules.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "published" {
+			out = append(out, strings.TrimSuffix(module+"/"+strings.TrimPrefix(f[1], "."), "/"))
+		}
+	}
+	if len(out) < 5 {
+		t.Fatalf("modules.txt lists %d published modules: %q", len(out), out)
+	}
+	return out
+}
 
 // TestModuleBoundaries fails on a published module's package that reaches
 // a package under another module's internal/, directly or through a
 // dependency.
 func TestModuleBoundaries(t *testing.T) {
+	published := publishedModules(t)
 	var patterns []string
 	for _, m := range published {
 		patterns = append(patterns, m+"/...")
@@ -170,6 +190,7 @@ func isInternal(path string) bool {
 // required there would have to be tagged like an API, and would show up in
 // every user's module graph.
 func TestPublishedRequires(t *testing.T) {
+	published := publishedModules(t)
 	for _, m := range published {
 		out, err := exec.Command("go", "list", "-m", "-f", "{{.GoMod}}", m).Output()
 		if err != nil {

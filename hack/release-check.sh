@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The release rehearsal, `make release-check`: every published module (the
+# list is hack/release/modules.txt) at a candidate version unique to the run,
+# built from the working tree as hack/release.sh would tag it (uncommitted
+# changes included), in a file:// module proxy; then users' scratch modules,
+# outside the repository with no replace and no workspace, go get it:
+#
+#   t  each tagged go.mod and go.sum is what go mod tidy makes of it
+#   a  the root, importing timeout: no k8s.io, sigs.k8s.io or Prometheus module
+#   b  kubeadapter beside client-go v0.34.0: builds, raises no module
+#   c  the driver: every module at the version its go.mod states, and its
+#      tests pass there
+#   d  go install .../cmd/kubewire@candidate, and `kubewire probe -h`
+#   e  every published module in one module: all their packages build
+#
+# It fails on a go.mod in neither list of modules.txt, a replace left in a
+# published go.mod (other than of a published sibling, by its directory), a
+# published module requiring an unpublished one of this repository, and an
+# import of another module's internal package.
+#
+#   hack/release-check.sh [-v] [-keep] [-only tabcde]
+#   hack/release-check.sh -tags v0.2.0   the tags of a cut release, before the push
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root/hack/release"
+# A tools module of its own, never the repository's workspace; its go.sum
+# is complete.
+export GOWORK=off
+GOFLAGS=-mod=readonly go build -buildvcs=false -o "${TMPDIR:-/tmp}/kubewire-release.$$" .
+trap 'rm -f "${TMPDIR:-/tmp}/kubewire-release.$$"' EXIT
+"${TMPDIR:-/tmp}/kubewire-release.$$" -C "$root" check "$@"
