@@ -290,22 +290,20 @@ func (c *config) middleware() transport.Middleware {
 			return &failing{wrapped: wrap(rt), err: err}
 		}
 	}
-	opts := stack.Options{
-		Retry: append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning),
-			retry.WithResendable(Resendable)}, c.retryOptions...),
-		Pooltrace: []pooltrace.Option{pooltrace.WithLogger(c.logger)},
-	}
-	opts.Retry = append(opts.Retry, retry.WithObserver(observeDecision(c.observers)))
+	retryOpts := append([]retry.Option{retry.WithLogger(c.logger), retry.WithExempt(timeout.LongRunning),
+		retry.WithResendable(Resendable)}, c.retryOptions...)
+	retryOpts = append(retryOpts, retry.WithObserver(observeDecision(c.observers)))
+	opts := []stack.Option{stack.WithRetryOptions(retryOpts...), stack.WithPooltraceOptions(pooltrace.WithLogger(c.logger))}
 	if f := each(c.observers, func(o Observer) func(pooltrace.Attempt) { return o.ObserveAttempt }); f != nil {
-		opts.Pooltrace = append(opts.Pooltrace, pooltrace.WithObserver(f))
+		opts = append(opts, stack.WithPooltraceOptions(pooltrace.WithObserver(f)))
 	}
 	if c.stall > 0 {
-		opts.Timeout = append(opts.Timeout, timeout.WithStallTimeout(c.stall))
+		opts = append(opts, stack.WithTimeoutOptions(timeout.WithStallTimeout(c.stall)))
 	}
 	if f := each(c.observers, func(o Observer) func(timeout.Exceeded) { return o.ObserveExceeded }); f != nil {
-		opts.Timeout = append(opts.Timeout, timeout.WithObserver(f))
+		opts = append(opts, stack.WithTimeoutOptions(timeout.WithObserver(f)))
 	}
-	chain := stack.New(c.timeout, opts)
+	chain := stack.New(c.timeout, opts...)
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return &installed{wrapped: wrapped{next: chain(rt)}, below: rt}
 	}

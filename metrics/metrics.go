@@ -101,15 +101,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // It is the net/http counterpart of kubeadapter.WithObserver(m). To give
 // the layers other options, pass m's methods to each layer's WithObserver.
 func (m *Metrics) Stack(d time.Duration, retryOpts ...retry.Option) transport.Middleware {
-	return stack.New(d, m.observed(retryOpts))
+	return stack.New(d, m.observed(retryOpts)...)
 }
 
 // observed returns the options of a stack that m observes.
-func (m *Metrics) observed(retryOpts []retry.Option) stack.Options {
-	return stack.Options{
-		Retry:     append(retryOpts[:len(retryOpts):len(retryOpts)], retry.WithObserver(m.ObserveDecision)),
-		Pooltrace: []pooltrace.Option{pooltrace.WithObserver(m.ObserveAttempt)},
-		Timeout:   []timeout.Option{timeout.WithObserver(m.ObserveExceeded)},
+func (m *Metrics) observed(retryOpts []retry.Option) []stack.Option {
+	return []stack.Option{
+		stack.WithRetryOptions(append(retryOpts[:len(retryOpts):len(retryOpts)], retry.WithObserver(m.ObserveDecision))...),
+		stack.WithPooltraceOptions(pooltrace.WithObserver(m.ObserveAttempt)),
+		stack.WithTimeoutOptions(timeout.WithObserver(m.ObserveExceeded)),
 	}
 }
 

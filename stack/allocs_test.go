@@ -31,7 +31,7 @@ func TestAllocs(t *testing.T) {
 		give transport.Middleware
 	}{
 		{"pooltrace over timeout", transport.Chain(pooltrace.New(), timeout.New(30*time.Second))},
-		{"retry over pooltrace over timeout", stack.New(30*time.Second, stack.Options{})},
+		{"retry over pooltrace over timeout", stack.New(30 * time.Second)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,7 +25,7 @@ func ExampleNew() {
 		return
 	}
 	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: stack.New(10*time.Second, stack.Options{})(base)}
+	client := &http.Client{Transport: stack.New(10 * time.Second)(base)}
 
 	resp, err := client.Get(srv.URL)
 	if err != nil {

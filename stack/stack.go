@@ -1,30 +1,3 @@
-// Package stack is kubewire's middleware in its one right order, for a
-// plain net/http client; client-go users get the same stack from
-// kubeadapter.Apply.
-//
-//	base, err := transport.New()
-//	if err != nil {
-//		return err
-//	}
-//	client := &http.Client{Transport: stack.New(10*time.Second, stack.Options{})(base)}
-//
-// The stack is, outermost first (as in transport.Chain), retry, then
-// pooltrace, then timeout, right above the base transport:
-//
-//   - retry is outermost so that every attempt it makes goes through
-//     pooltrace and timeout: each attempt is traced on the connection it
-//     got, and gets a deadline of its own. The caller's context deadline
-//     bounds the whole call, attempts and backoff together.
-//   - pooltrace is below retry and above timeout. Below retry, its error
-//     tells retry which connection an attempt failed on, so retry adds no
-//     trace hook of its own. Above timeout, it wraps timeout's error, so a
-//     timeout that ran out says which connection it died on.
-//   - timeout is innermost, so the deadline starts when the attempt is
-//     handed to the transport and nothing above it (a backoff, an earlier
-//     attempt) counts against it.
-//
-// kubeadapter and metrics build their stacks with [New], so this package
-// is the one place the order is written.
 package stack
 
 import (
@@ -36,22 +9,55 @@ import (
 	"github.com/kubewire/kubewire/transport"
 )
 
-// Options are the options of each layer of the stack. The zero Options
-// gives every layer its defaults.
-type Options struct {
-	Retry     []retry.Option
-	Pooltrace []pooltrace.Option
-	Timeout   []timeout.Option
+// Option configures [New].
+type Option interface {
+	apply(*config)
 }
 
-// New returns the stack: retry.New(o.Retry...) over
-// pooltrace.New(o.Pooltrace...) over timeout.New(d, o.Timeout...). d is
-// the deadline of each attempt, from when it is sent to the end of its
-// response body; timeout.New says which values it accepts.
-func New(d time.Duration, o Options) transport.Middleware {
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	retry     []retry.Option
+	pooltrace []pooltrace.Option
+	timeout   []timeout.Option
+}
+
+// WithRetryOptions passes opts to the retry layer, after those given
+// before. Default: none, retry.New's defaults.
+func WithRetryOptions(opts ...retry.Option) Option {
+	return optionFunc(func(c *config) { c.retry = append(c.retry, opts...) })
+}
+
+// WithPooltraceOptions passes opts to the pooltrace layer, after those
+// given before. Default: none, pooltrace.New's defaults.
+func WithPooltraceOptions(opts ...pooltrace.Option) Option {
+	return optionFunc(func(c *config) { c.pooltrace = append(c.pooltrace, opts...) })
+}
+
+// WithTimeoutOptions passes opts to the timeout layer, after those given
+// before. Default: none, timeout.New's defaults.
+func WithTimeoutOptions(opts ...timeout.Option) Option {
+	return optionFunc(func(c *config) { c.timeout = append(c.timeout, opts...) })
+}
+
+// New returns the stack: retry over pooltrace over timeout, with d the
+// deadline of each attempt, from when it is sent to the end of its
+// response body (timeout.New). The RoundTrippers it returns are safe for
+// concurrent use. An invalid d or option does not panic: every request
+// fails, without being sent, with a *transport.ConfigError that names it,
+// as each layer's New does.
+func New(d time.Duration, opts ...Option) transport.Middleware {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
 	return transport.Chain(
-		retry.New(o.Retry...),
-		pooltrace.New(o.Pooltrace...),
-		timeout.New(d, o.Timeout...),
+		retry.New(c.retry...),
+		pooltrace.New(c.pooltrace...),
+		timeout.New(d, c.timeout...),
 	)
 }

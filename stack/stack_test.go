@@ -22,13 +22,13 @@ import (
 )
 
 func TestContract(t *testing.T) {
-	contract.Run(t, stack.New(30*time.Second, stack.Options{}))
+	contract.Run(t, stack.New(30*time.Second))
 }
 
 // TestOrder walks the stack from the outside in.
 func TestOrder(t *testing.T) {
 	base := &http.Transport{}
-	rt := stack.New(time.Second, stack.Options{})(base)
+	rt := stack.New(time.Second)(base)
 	var pkgs []string
 	for {
 		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
@@ -68,19 +68,19 @@ func TestEachAttemptItsOwnTimeout(t *testing.T) {
 	base, err := transport.New()
 	require.NoError(t, err)
 	defer base.CloseIdleConnections()
-	rt := stack.New(limit, stack.Options{
-		Retry: []retry.Option{retry.WithBackoff(func(int) time.Duration { return 0 })},
-		Pooltrace: []pooltrace.Option{pooltrace.WithObserver(func(a pooltrace.Attempt) {
+	rt := stack.New(limit,
+		stack.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 })),
+		stack.WithPooltraceOptions(pooltrace.WithObserver(func(a pooltrace.Attempt) {
 			mu.Lock()
 			attempts = append(attempts, a)
 			mu.Unlock()
-		})},
-		Timeout: []timeout.Option{timeout.WithObserver(func(e timeout.Exceeded) {
+		})),
+		stack.WithTimeoutOptions(timeout.WithObserver(func(e timeout.Exceeded) {
 			mu.Lock()
 			exceeded = append(exceeded, e)
 			mu.Unlock()
-		})},
-	})(base)
+		})),
+	)(base)
 
 	start := time.Now()
 	resp, err := (&http.Client{Transport: rt}).Get(srv.URL)
@@ -100,4 +100,30 @@ func TestEachAttemptItsOwnTimeout(t *testing.T) {
 	require.ErrorAs(t, attempts[0].Err, &te, "pooltrace saw the first attempt's timeout")
 	assert.NoError(t, attempts[1].Err)
 	assert.EqualValues(t, 2, calls.Load())
+}
+
+// TestNewBadInput: a nil option is skipped, and an invalid deadline fails
+// every request with a *transport.ConfigError naming it, without sending
+// it, as timeout.New does.
+func TestNewBadInput(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+	}))
+	defer srv.Close()
+	base, err := transport.New()
+	require.NoError(t, err)
+	defer base.CloseIdleConnections()
+
+	resp, err := (&http.Client{Transport: stack.New(time.Second, nil)(base)}).Get(srv.URL)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+
+	for _, d := range []time.Duration{0, -time.Second} {
+		_, err = (&http.Client{Transport: stack.New(d)(base)}).Get(srv.URL)
+		var ce *transport.ConfigError
+		require.ErrorAs(t, err, &ce, "d=%v", d)
+		assert.Contains(t, err.Error(), d.String())
+	}
+	assert.EqualValues(t, 1, calls.Load(), "the invalid stacks sent nothing")
 }
