@@ -19,9 +19,9 @@ import (
 // re-sent after an earlier one may have reached the API server.
 const maybeAppliedNote = " (kubewire: this answers a copy of the request sent again after the connection failed; the earlier copy may have been applied)"
 
-// CauseMaybeApplied is the type of the cause kubewire adds to the Status
+// CauseTypeMaybeApplied is the type of the cause kubewire adds to the Status
 // of a refused re-sent copy (see [IsMaybeApplied]).
-const CauseMaybeApplied metav1.CauseType = "kubewire.io/MaybeApplied"
+const CauseTypeMaybeApplied metav1.CauseType = "kubewire.io/MaybeApplied"
 
 // IsMaybeApplied reports whether err is, or wraps, the API server's
 // refusal (404, 409 or 422) of a copy of a write that kubewire sent again
@@ -29,7 +29,7 @@ const CauseMaybeApplied metav1.CauseType = "kubewire.io/MaybeApplied"
 // have been applied. A 409 on a resourceVersion guard or a failed
 // precondition then often means that the first copy did what the caller
 // asked; read the object again to know. The Status carries a cause of
-// type [CauseMaybeApplied], beside the note in its message.
+// type [CauseTypeMaybeApplied], beside the note in its message.
 func IsMaybeApplied(err error) bool {
 	var se apierrors.APIStatus
 	if !errors.As(err, &se) {
@@ -40,7 +40,7 @@ func IsMaybeApplied(err error) bool {
 		return false
 	}
 	for _, c := range d.Causes {
-		if c.Type == CauseMaybeApplied {
+		if c.Type == CauseTypeMaybeApplied {
 			return true
 		}
 	}
@@ -144,14 +144,14 @@ func withNote(contentType string, body []byte) ([]byte, bool) {
 }
 
 // note adds maybeAppliedNote to s's message, and a cause of type
-// CauseMaybeApplied to its details.
+// CauseTypeMaybeApplied to its details.
 func note(s *metav1.Status) {
 	s.Message += maybeAppliedNote
 	if s.Details == nil {
 		s.Details = &metav1.StatusDetails{}
 	}
 	s.Details.Causes = append(s.Details.Causes, metav1.StatusCause{
-		Type:    CauseMaybeApplied,
+		Type:    CauseTypeMaybeApplied,
 		Message: "an earlier copy of this request may have been applied",
 	})
 }

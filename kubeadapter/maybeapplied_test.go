@@ -170,7 +170,7 @@ func TestIsMaybeApplied(t *testing.T) {
 	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "cm", nil)
 	invalid.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid}}
 	assert.False(t, kubeadapter.IsMaybeApplied(invalid))
-	invalid.ErrStatus.Details.Causes = append(invalid.ErrStatus.Details.Causes, metav1.StatusCause{Type: kubeadapter.CauseMaybeApplied})
+	invalid.ErrStatus.Details.Causes = append(invalid.ErrStatus.Details.Causes, metav1.StatusCause{Type: kubeadapter.CauseTypeMaybeApplied})
 	assert.True(t, kubeadapter.IsMaybeApplied(invalid))
 	assert.False(t, kubeadapter.IsMaybeApplied(&apierrors.StatusError{}), "a Status without details")
 }

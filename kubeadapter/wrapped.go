@@ -26,6 +26,9 @@ func wrap(next http.RoundTripper) wrapped {
 
 func (w wrapped) WrappedRoundTripper() http.RoundTripper { return w.next }
 
+// CloseIdleConnections walks through wrappers as client-go does: a
+// RoundTripper with neither CloseIdleConnections nor WrappedRoundTripper
+// below gets client-go's klog warning ("unknown transport type").
 func (w wrapped) CloseIdleConnections() { utilnet.CloseIdleConnectionsFor(w.next) }
 
 // then returns a function that calls f, then g; f may be nil.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
@@ -435,7 +436,7 @@ func TestLostAnswerStillReported(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 5, stats.Actions, "the suspension whose answer was lost is counted")
 	assert.Equal(t, 5, l.Count(staleWarning))
-	assert.Equal(t, 1, l.Count(`"appliedByEarlierCopy"=true`), "the log says which copy did it")
+	assert.Equal(t, 1, l.Count(`"maybeAppliedByEarlierCopy"=true`), "the log says which copy did it")
 	assert.Eventually(t, func() bool { return f.Count("create", "events") == 5 }, 10*time.Second, 10*time.Millisecond)
 	mu.Lock()
 	assert.Len(t, events, 5)
@@ -450,4 +451,32 @@ func TestLostAnswerStillReported(t *testing.T) {
 	stats, err = r.Pass(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, stats.Actions, "converged")
+}
+
+// TestLostClearBootstrapAnswer: a bootstrap mark cleared by a first copy
+// whose answer was lost is reported, and the sandbox is not left behind:
+// the state the first copy wrote is no write of the reconciler's to wait
+// out, so the next fence change still suspends it.
+func TestLostClearBootstrapAnswer(t *testing.T) {
+	f := drivertest.NewFake(t, "v1beta1")
+	f.AddFence(t, "team-a", "fence-a", 2)
+	f.AddSandbox(t, "team-a", "sb", true, "fence-a", 2)
+	require.NoError(t, f.Change("team-a", "sb", func(o runtime.Object) {
+		m, err := meta.Accessor(o)
+		require.NoError(t, err)
+		ann := m.GetAnnotations()
+		ann[drivertest.AnnBootstrap] = "2026-11-29T12:00:00Z"
+		m.SetAnnotations(ann)
+	}))
+	r := newReconciler(t, f.Driver(t, nil))
+	f.LoseAnswers(1)
+	stats, err := r.Pass(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, stats.Actions, "the bootstrap mark's clearing is reported")
+
+	f.AddFence(t, "team-a", "fence-a", 3)
+	stats, err = r.Pass(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, stats.Actions, "the fence change suspends it")
+	assert.False(t, running(t, f, "team-a", "sb"))
 }

@@ -338,10 +338,16 @@ func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, n
 		if decided.Type != a.Type {
 			// The conflict refused a copy sent again after the connection
 			// failed under the first; if cur is what the first would have
-			// made it, the first was applied: report the action, with its
-			// warning and Event, rather than lose it.
+			// made it, the first was most likely applied: report the
+			// action, with its warning and Event, rather than lose it.
+			// Another writer that did the same in between (driver.Stop, an
+			// earlier leader) looks the same, and is reported as ours.
 			patched = kubeadapter.IsMaybeApplied(conflict) && applied(a.Type, cur)
-			resent = patched
+			if resent = patched; resent {
+				// cur is what the first copy wrote, not a state from
+				// before a write: the cache must not skip it.
+				before = before[:len(before)-1]
+			}
 			return nil
 		}
 		switch a.Type {
@@ -371,7 +377,7 @@ func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, n
 		if resent {
 			// The API server refused a second copy: the first, whose
 			// answer was lost, did the work.
-			kv = append(kv, "appliedByEarlierCopy", true)
+			kv = append(kv, "maybeAppliedByEarlierCopy", true)
 		}
 		r.log.Info("warning: "+a.Message, kv...)
 		dropped = !r.core.Warn(out, a.Reason, actionVerb(a.Type), a.Message)

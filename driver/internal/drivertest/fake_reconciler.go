@@ -205,17 +205,18 @@ func (f *Fake) Limits() []int64 {
 func (f *Fake) LoseAnswers(n int) {
 	var lost atomic.Int32
 	reactor := func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if int(lost.Load()) >= n {
-			return false, nil, nil
-		}
 		handled, _, err := f.patch(a)
 		if !handled || err != nil {
 			return handled, nil, err
 		}
-		lost.Add(1)
+		if lost.Add(1) > int32(n) {
+			// Applied, and answered as the API server answers.
+			obj, err := f.Sandboxes.Tracker().Get(a.GetResource(), a.GetNamespace(), a.(k8stesting.PatchAction).GetName())
+			return true, obj, err
+		}
 		p := a.(k8stesting.PatchAction)
 		conflict := apierrors.NewConflict(p.GetResource().GroupResource(), p.GetName(), errors.New("the object has been modified; please apply your changes to the latest version and try again"))
-		conflict.ErrStatus.Details.Causes = append(conflict.ErrStatus.Details.Causes, metav1.StatusCause{Type: kubeadapter.CauseMaybeApplied})
+		conflict.ErrStatus.Details.Causes = append(conflict.ErrStatus.Details.Causes, metav1.StatusCause{Type: kubeadapter.CauseTypeMaybeApplied})
 		return true, nil, conflict
 	}
 	f.Sandboxes.Lock()
