@@ -22,7 +22,7 @@
 // and network policies in every namespace (a SelfSubjectAccessReview
 // each), it opens one of each for the whole cluster, label- and
 // field-selected, and keeps of the objects of namespaces it does not serve
-// only their keys. Either way the caches keep only what the reconciler
+// only their keys. WithClusterWatch makes the choice instead. Either way the caches keep only what the reconciler
 // reads: of a sandbox the driver's view without its conditions, of a fence
 // its identity and generation.
 //

@@ -108,8 +108,11 @@ func WithWorkers(n int) Option {
 // namespace it serves (false), instead of choosing: by default it watches
 // the whole cluster from 10 namespaces on, when a SelfSubjectAccessReview
 // says this client may list and watch there, and each namespace otherwise.
-// Forcing the whole cluster without that permission makes every list and
-// watch fail with the API server's refusal.
+// Set it to skip the access reviews when RBAC is known, to keep one watch
+// for a few namespaces, or to keep per-namespace watches (and caches of
+// only the served namespaces' objects) for many. Forcing the whole
+// cluster without that permission gets every list and watch refused, and
+// Run never syncs its caches. Default: Run chooses.
 func WithClusterWatch(cluster bool) Option {
 	return optionFunc(func(c *config) error {
 		c.cluster = &cluster
