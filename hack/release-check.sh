@@ -26,6 +26,10 @@ cd "$root/hack/release"
 # A tools module of its own, never the repository's workspace; its go.sum
 # is complete.
 export GOWORK=off
+# The tool's own tests first: go.work does not list this module, so make
+# test's go test and go vet do not reach it.
+GOFLAGS=-mod=readonly go vet ./...
+GOFLAGS=-mod=readonly go test -count=1 ./...
 GOFLAGS=-mod=readonly go build -buildvcs=false -o "${TMPDIR:-/tmp}/kubewire-release.$$" .
 trap 'rm -f "${TMPDIR:-/tmp}/kubewire-release.$$"' EXIT
 "${TMPDIR:-/tmp}/kubewire-release.$$" -C "$root" check "$@"

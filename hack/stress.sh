@@ -2,7 +2,7 @@
 # Runs `go test -race` on the given packages while one busy loop per CPU
 # keeps the machine loaded, so that tests which only pass on an idle machine
 # fail here instead of in CI. The load stops when the tests end, and after
-# an hour at most.
+# STRESS_LOAD_SECONDS at most (two hours, make stress's test timeout).
 #
 #   hack/stress.sh [go test flags] PKG...
 #   hack/stress.sh -count=20 ./transport ./retry
@@ -17,7 +17,7 @@ stop() {
 }
 trap stop EXIT
 for _ in $(seq "$(nproc)"); do
-	timeout 3600 sh -c 'while :; do :; done' &
+	timeout "${STRESS_LOAD_SECONDS:-7200}" sh -c 'while :; do :; done' &
 	load+=($!)
 done
 echo "load: ${#load[@]} busy loops; go test -race $*" >&2

@@ -104,5 +104,3 @@ replace github.com/kubewire/kubewire/driver => ../../driver
 replace github.com/kubewire/kubewire/test/kubetest => ../kubetest
 
 replace github.com/kubewire/kubewire/test/sandboxtest => ../sandboxtest
-
-replace github.com/kubewire/kubewire/metrics => ../../metrics

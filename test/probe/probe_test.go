@@ -3,7 +3,6 @@ package probe_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,32 +14,26 @@ import (
 	"github.com/kubewire/kubewire/test/kubetest"
 )
 
-var (
-	env *kubetest.Env
-	// bin is the kubewire command, built by TestMain.
-	bin string
-)
+var env *kubetest.Env
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kubewire-probe")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = filepath.Join(dir, "kubewire")
-	build := exec.Command("go", "build", "-o", bin, "github.com/kubewire/kubewire/cmd/kubewire")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building kubewire:", err)
-		os.Exit(1)
-	}
-	defer os.RemoveAll(dir)
 	kubetest.Main(m, &env)
+}
+
+// build builds the kubewire command into a directory of t.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kubewire")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/kubewire/kubewire/cmd/kubewire").CombinedOutput()
+	require.NoError(t, err, "building kubewire: %s", out)
+	return bin
 }
 
 // TestProbeCluster probes a real API server through a kubeconfig.
 func TestProbeCluster(t *testing.T) {
-	path := kubetest.WriteKubeconfig(t, env.Config(t))
+	cfg := env.Config(t)
+	bin := build(t)
+	path := kubetest.WriteKubeconfig(t, cfg)
 	cmd := exec.Command(bin, "probe", "-kubeconfig", path, "-gaps", "0s,200ms", "-json")
 	cmd.Env = append(os.Environ(), "KUBECONFIG=")
 	var out, errOut bytes.Buffer
