@@ -290,10 +290,12 @@ func (rg *fenceRig) rawSuspend(b *testing.B, then func(*sandboxv1beta1.Sandbox))
 	rg.admit(b)
 	refs := rg.list(b)
 	cpu0 := serverCPU()
+	stop := rg.profile(b, "raw")
 	start := time.Now()
 	err := rg.patchAll(refs, defaultWorkers, suspendBody, then)
 	took := time.Since(start)
 	cpu := serverCPU() - cpu0
+	stop()
 	require.NoError(b, err)
 	rg.running = false
 	return suspension{took: took, cpu: cpu}
@@ -346,6 +348,7 @@ func (rg *fenceRig) reconcilerSuspend(b *testing.B) fenceRun {
 	require.Zero(b, w.sent.Load(), "the reconciler patched before the fence changed")
 	np := rg.nextFence(b)
 	cpu0 := serverCPU()
+	stopProfile := rg.profile(b, "reconciler")
 	b.StartTimer()
 	start := time.Now()
 	rg.updateFence(b, np)
@@ -358,6 +361,7 @@ func (rg *fenceRig) reconcilerSuspend(b *testing.B) fenceRun {
 	took := time.Since(start)
 	b.StopTimer()
 	cpu := serverCPU() - cpu0
+	stopProfile()
 	// Each Event is written at once or dropped: none waits.
 	require.Eventually(b, func() bool { return w.eventsOK.Load()+dropped.Load() == int64(rg.n) }, time.Minute, 10*time.Millisecond,
 		"Events neither written nor dropped")
