@@ -76,6 +76,7 @@ type controlPlane struct {
 	dir       string // everything the plane writes; removed by stop
 	binDir    string
 	port      string   // kube-apiserver's secure port, kept across restarts
+	etcdURL   string   // etcd's client URL, kept across API server restarts
 	args      []string // kube-apiserver's, kept across restarts
 	servingCA *authority
 	clientCA  *authority
@@ -172,7 +173,7 @@ func (c *controlPlane) launch(ctx context.Context, certDir string, extra map[str
 		return errors.Join(err, etcd.stop())
 	}
 
-	c.port = ports[2]
+	c.port, c.etcdURL = ports[2], etcdURL
 	c.args = apiServerArgs(certDir, c.port, etcdURL, extra)
 	api, err := c.startProcess("kube-apiserver", c.args)
 	if err != nil {

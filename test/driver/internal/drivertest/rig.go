@@ -253,6 +253,17 @@ func (l *Logs) Count(substr string) int {
 // started; it fails the test if that did not start.
 func Config(t testing.TB) *rest.Config { return env.Config(t) }
 
+// CompactEtcd compacts the history of [Main]'s etcd to its current
+// revision and waits for it ([kubetest.Env.CompactEtcd]); it fails the
+// test if it cannot.
+func CompactEtcd(t testing.TB) {
+	t.Helper()
+	Config(t)
+	if _, err := env.CompactEtcd(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 var env *kubetest.Env
 
 // Main runs the package's tests with a kube-apiserver that serves
