@@ -40,62 +40,78 @@ import (
 
 // BenchmarkFenceChangeCeiling: a fence change over 10,000 running
 // sandboxes, suspended by the event-driven reconciler (ns/op: from the
-// fence Update to the last sandbox PATCH answered), beside the ceiling:
-// plain client-go sending the same PATCHes from a list taken before the
-// clock starts, with as many workers as the reconciler has by default
-// (raw-ns/op). ceiling-ratio is raw/reconciler over every iteration: 1 is
-// the ceiling. first-patch is from the Update returning to the
-// reconciler's first sandbox PATCH (below zero if the watch event beat
-// the Update's answer); over 5 runs (-benchtime 5x) its p99 is the
-// slowest. The reconciler runs as a user gets it: a driver built from a
-// config that leaves QPS and Burst unset, as one from a kubeconfig does,
-// and the default options of the driver and the reconciler; only the
-// ceiling lifts client-go's QPS limit. events-written/op and
-// events-dropped/op count the suspensions' Events the driver wrote and
-// dropped (over its default event limit); event-delay-p50-ms, -p99-ms and
-// -max-ms are from a sandbox's PATCH answered to its Event answered.
-// server-cpu-ratio is the CPU the API server and etcd spent on the raw
-// PATCHes over what they spent on the reconciler's fence change (Linux
-// only): less noisy than time on a shared machine. One rig serves every
-// iteration: between the modes the sandboxes are admitted again, etcd's
-// history is compacted (off the clock, so that the API server's own
-// compaction every five minutes finds nothing to do instead of landing in
-// one mode's run), and the modes take turns going first.
+// fence Update to the last sandbox PATCH answered), beside two ceilings,
+// with as many workers as the reconciler has by default:
+//
+//   - raw (raw-ns/op, ceiling-ratio = raw/reconciler): plain client-go
+//     sending the same PATCHes from a list taken before the clock starts,
+//     the ceiling;
+//   - watched (watched-ns/op, watched-ceiling-ratio = watched/reconciler):
+//     the same raw PATCHes while a plain client-go informer watches the
+//     sandboxes and does nothing else, the ceiling of any event-driven
+//     controller, which must watch what it reconciles. watch-cost-ratio is
+//     raw/watched: what the watch alone costs on this machine, where the
+//     API server, etcd and the client share the cores.
+//
+// All ratios are over every iteration: 1 is the ceiling. first-patch is
+// from the Update returning to the reconciler's first sandbox PATCH
+// (below zero if the watch event beat the Update's answer); over 5 runs
+// (-benchtime 5x) its p99 is the slowest. The reconciler runs as a user
+// gets it: a driver built from a config that leaves QPS and Burst unset,
+// as one from a kubeconfig does, and the default options of the driver
+// and the reconciler; only the ceilings lift client-go's QPS limit.
+// events-written/op and events-dropped/op count the suspensions' Events
+// the driver wrote and dropped (over its default event limit);
+// event-delay-p50-ms, -p99-ms and -max-ms are from a sandbox's PATCH
+// answered to its Event answered. server-cpu-ratio is the CPU the API
+// server and etcd spent on the raw PATCHes over what they spent on the
+// reconciler's fence change, watched-server-cpu-ratio the same for the
+// watched mode (Linux only). One rig serves every iteration:
+// between the modes the sandboxes are admitted again, etcd's history is
+// compacted (off the clock, so that the API server's own compaction every
+// five minutes finds nothing to do instead of landing in one mode's run),
+// and the modes take turns going first.
 func BenchmarkFenceChangeCeiling(b *testing.B) {
 	rg := sharedFenceRig(b, 10000)
-	var raw, rec, rawCPU, recCPU time.Duration
+	var raw, watched, rec suspension
 	var first, delays []time.Duration
 	var written, dropped int64
 	b.ResetTimer()
 	b.StopTimer()
 	for i := 0; i < b.N; i++ {
-		var r suspension
+		var r, w suspension
 		var s fenceRun
-		// The order alternates, so that what one mode leaves behind (etcd
-		// revisions to compact, garbage) weighs on both.
-		if i%2 == 0 {
-			r = rg.rawSuspend(b, nil)
-			s = rg.reconcilerSuspend(b)
-		} else {
-			s = rg.reconcilerSuspend(b)
-			r = rg.rawSuspend(b, nil)
+		modes := []func(){
+			func() { r = rg.rawSuspend(b, "raw", nil) },
+			func() { w = rg.watchedSuspend(b) },
+			func() { s = rg.reconcilerSuspend(b) },
 		}
-		b.Logf("run %d: raw-patch %s (server CPU %s), reconciler %s (99%% at %s, server CPU %s), fence to first PATCH %s, Events written %d, dropped %d, delay p50 %s, max %s", i+1,
-			r.took.Round(time.Millisecond), r.cpu.Round(time.Millisecond), s.took.Round(time.Millisecond), s.p99.Round(time.Millisecond), s.cpu.Round(time.Millisecond),
+		// The order rotates: each mode goes first, second and third in
+		// turn, every three iterations (raw, watched and the reconciler
+		// keep that cyclic order). Use a multiple of 3 for -benchtime.
+		for k := range modes {
+			modes[(i+k)%len(modes)]()
+		}
+		b.Logf("run %d: raw-patch %s (server CPU %s), watched %s (server CPU %s), reconciler %s (99%% at %s, server CPU %s), fence to first PATCH %s, Events written %d, dropped %d, delay p50 %s, max %s", i+1,
+			r.took.Round(time.Millisecond), r.cpu.Round(time.Millisecond), w.took.Round(time.Millisecond), w.cpu.Round(time.Millisecond),
+			s.took.Round(time.Millisecond), s.p99.Round(time.Millisecond), s.cpu.Round(time.Millisecond),
 			s.first.Round(time.Microsecond), len(s.delays), s.dropped, percentile(s.delays, 0.5).Round(time.Millisecond), percentile(s.delays, 1).Round(time.Millisecond))
-		raw += r.took
-		rec += s.took
-		rawCPU += r.cpu
-		recCPU += s.cpu
+		raw.took, raw.cpu = raw.took+r.took, raw.cpu+r.cpu
+		watched.took, watched.cpu = watched.took+w.took, watched.cpu+w.cpu
+		rec.took, rec.cpu = rec.took+s.took, rec.cpu+s.cpu
 		first = append(first, s.first)
 		delays = append(delays, s.delays...)
 		written += int64(len(s.delays))
 		dropped += s.dropped
 	}
-	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/op")
-	b.ReportMetric(float64(raw)/float64(rec), "ceiling-ratio")
-	if rawCPU > 0 && recCPU > 0 {
-		b.ReportMetric(float64(rawCPU)/float64(recCPU), "server-cpu-ratio")
+	b.ReportMetric(float64(raw.took.Nanoseconds())/float64(b.N), "raw-ns/op")
+	b.ReportMetric(float64(watched.took.Nanoseconds())/float64(b.N), "watched-ns/op")
+	b.ReportMetric(float64(raw.took)/float64(rec.took), "ceiling-ratio")
+	b.ReportMetric(float64(watched.took)/float64(rec.took), "watched-ceiling-ratio")
+	b.ReportMetric(float64(raw.took)/float64(watched.took), "watch-cost-ratio")
+	if raw.cpu > 0 && rec.cpu > 0 && watched.cpu > 0 {
+		b.ReportMetric(float64(raw.cpu)/float64(rec.cpu), "server-cpu-ratio")
+		b.ReportMetric(float64(watched.cpu)/float64(rec.cpu), "watched-server-cpu-ratio")
 	}
 	b.ReportMetric(ms(percentile(first, 0.50)), "first-patch-p50-ms")
 	b.ReportMetric(ms(percentile(first, 0.99)), "first-patch-p99-ms")
@@ -148,12 +164,12 @@ func BenchmarkRawSuspendEvents(b *testing.B) {
 	b.StopTimer()
 	var raw, took time.Duration
 	for i := 0; i < b.N; i++ {
-		raw += rg.rawSuspend(b, nil).took
+		raw += rg.rawSuspend(b, "raw", nil).took
 		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: rg.kube.EventsV1()})
 		ctx, cancel := context.WithCancel(context.Background())
 		require.NoError(b, broadcaster.StartRecordingToSinkWithContext(ctx))
 		rec := broadcaster.NewRecorder(scheme, "kubewire-bench")
-		took += rg.rawSuspend(b, func(s *sandboxv1beta1.Sandbox) {
+		took += rg.rawSuspend(b, "events", func(s *sandboxv1beta1.Sandbox) {
 			rec.Eventf(s, nil, corev1.EventTypeWarning, "StaleFence", "Suspend", "%s", "namespace workload fence generation changed; suspending stale boundary")
 		}).took
 		broadcaster.Shutdown()
@@ -176,19 +192,13 @@ func BenchmarkRawSuspendWatched(b *testing.B) {
 	var raw, watched suspension
 	for i := 0; i < b.N; i++ {
 		var r, w suspension
-		runWatched := func() {
-			rg.admit(b)
-			stop := rg.watch(b)
-			w = rg.rawSuspend(b, nil)
-			stop()
-		}
 		// The modes take turns going first, as in BenchmarkFenceChangeCeiling.
 		if i%2 == 0 {
-			r = rg.rawSuspend(b, nil)
-			runWatched()
+			r = rg.rawSuspend(b, "raw", nil)
+			w = rg.watchedSuspend(b)
 		} else {
-			runWatched()
-			r = rg.rawSuspend(b, nil)
+			w = rg.watchedSuspend(b)
+			r = rg.rawSuspend(b, "raw", nil)
 		}
 		b.Logf("run %d: raw-patch %s (server CPU %s), watched %s (server CPU %s)", i+1,
 			r.took.Round(time.Millisecond), r.cpu.Round(time.Millisecond), w.took.Round(time.Millisecond), w.cpu.Round(time.Millisecond))
@@ -201,6 +211,16 @@ func BenchmarkRawSuspendWatched(b *testing.B) {
 	if raw.cpu > 0 && watched.cpu > 0 {
 		b.ReportMetric(float64(raw.cpu)/float64(watched.cpu), "server-cpu-ratio")
 	}
+}
+
+// watchedSuspend is rawSuspend while a plain informer watches the
+// sandboxes, started (and synced) after they were admitted, off the clock.
+func (rg *fenceRig) watchedSuspend(b *testing.B) suspension {
+	b.Helper()
+	rg.admit(b)
+	stop := rg.watch(b)
+	defer stop()
+	return rg.rawSuspend(b, "watched", nil)
 }
 
 // watch runs a plain Sandbox informer over the rig's namespace until the
@@ -286,14 +306,15 @@ func (rg *fenceRig) admit(b *testing.B) {
 type suspension struct{ took, cpu time.Duration }
 
 // rawSuspend is the ceiling: every sandbox suspended by plain client-go,
-// then, if not nil, called with each answer.
-func (rg *fenceRig) rawSuspend(b *testing.B, then func(*sandboxv1beta1.Sandbox)) suspension {
+// then, if not nil, called with each answer; name names its profiles
+// (KUBEWIRE_BENCH_PPROF).
+func (rg *fenceRig) rawSuspend(b *testing.B, name string, then func(*sandboxv1beta1.Sandbox)) suspension {
 	b.Helper()
 	rg.admit(b)
 	refs := rg.list(b)
-	drivertest.CompactEtcd(b)
+	rg.compact(b)
 	cpu0 := serverCPU()
-	stop := rg.profile(b, "raw")
+	stop := rg.profile(b, name)
 	start := time.Now()
 	err := rg.patchAll(refs, defaultWorkers, suspendBody, then)
 	took := time.Since(start)
@@ -350,7 +371,7 @@ func (rg *fenceRig) reconcilerSuspend(b *testing.B) fenceRun {
 	require.Eventually(b, func() bool { return q.idle(rg.n) }, time.Minute, 5*time.Millisecond, "the reconciler never went idle")
 	require.Zero(b, w.sent.Load(), "the reconciler patched before the fence changed")
 	np := rg.nextFence(b)
-	drivertest.CompactEtcd(b)
+	rg.compact(b)
 	cpu0 := serverCPU()
 	stopProfile := rg.profile(b, "reconciler")
 	b.StartTimer()
@@ -380,6 +401,16 @@ func (rg *fenceRig) reconcilerSuspend(b *testing.B) fenceRun {
 	require.NoError(b, json.Unmarshal(body, &sent))
 	require.Equal(b, string(suspendBody(sent.Metadata.ResourceVersion)), string(body), "the raw mode sends the reconciler's patch")
 	return fenceRun{took: took, first: at.Sub(changed), cpu: cpu, delays: w.eventDelays(), dropped: dropped.Load(), p99: w.answered(start, 0.99)}
+}
+
+// compact compacts etcd's history off the clock (drivertest.CompactEtcd)
+// and logs what that took: the cost the API server's own compaction
+// would otherwise put into a timed run.
+func (rg *fenceRig) compact(b *testing.B) {
+	b.Helper()
+	cpu0, start := serverCPU(), time.Now()
+	drivertest.CompactEtcd(b)
+	b.Logf("etcd compacted off the clock in %s (API server and etcd CPU %s)", time.Since(start).Round(time.Millisecond), (serverCPU() - cpu0).Round(time.Millisecond))
 }
 
 // nextFence returns the fence policy with its spec changed, off the clock.
