@@ -112,15 +112,16 @@ func WaitPhase(t *testing.T, d *driver.Driver, ns, name string, want driver.Phas
 type Writes struct {
 	mu      sync.Mutex
 	patches map[string]int
-	refused int         // sandbox PATCHes refused with 409 Conflict
-	sending int         // sandbox PATCHes sent and not yet answered
-	at      []time.Time // when each sandbox PATCH was sent
-	other   int         // every other request but a read, an Event or a Lease
+	applied map[string]int // sandbox PATCHes answered 2xx, by name
+	refused int            // sandbox PATCHes refused with 409 Conflict
+	sending int            // sandbox PATCHes sent and not yet answered
+	at      []time.Time    // when each sandbox PATCH was sent
+	other   int            // every other request but a read, an Event or a Lease
 	events  int
 	fail    func(*http.Request) bool
 }
 
-func NewWrites() *Writes { return &Writes{patches: map[string]int{}} }
+func NewWrites() *Writes { return &Writes{patches: map[string]int{}, applied: map[string]int{}} }
 
 func (w *Writes) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return RoundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -148,8 +149,11 @@ func (w *Writes) Wrap(rt http.RoundTripper) http.RoundTripper {
 		resp, err := rt.RoundTrip(req)
 		if err == nil && req.Method == http.MethodPatch && strings.Contains(p, "/sandboxes/") {
 			w.mu.Lock()
-			if resp.StatusCode == http.StatusConflict {
+			switch {
+			case resp.StatusCode == http.StatusConflict:
 				w.refused++
+			case resp.StatusCode/100 == 2:
+				w.applied[p[strings.LastIndex(p, "/")+1:]]++
 			}
 			w.mu.Unlock()
 		}
@@ -185,6 +189,17 @@ func (w *Writes) Reset() map[string]int {
 	w.at = nil
 	out["(any other write)"] = w.other
 	w.other = 0
+	return out
+}
+
+// Applied returns, by sandbox name, how many sandbox PATCHes the API
+// server answered 2xx since the last call, and forgets them. Call Settled
+// first.
+func (w *Writes) Applied() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.applied
+	w.applied = map[string]int{}
 	return out
 }
 
