@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -46,8 +47,14 @@ func (c ConnInfo) String() string {
 // Attempt is what the middleware learned about one request attempt: one
 // call of RoundTrip. Durations named after an event are measured from Start.
 type Attempt struct {
-	Method string
-	Host   string
+	// Request is the request as the middleware received it, with the
+	// context of the layers above (a span that a stack.WithAttemptMiddleware
+	// layer started, for example). It is set for observers only and is nil
+	// in an [Error]'s Attempt, so that an error does not keep the request.
+	// Observers must not modify it or read its body.
+	Request *http.Request
+	Method  string
+	Host    string
 	// Path is the URL path, without the query string.
 	Path  string
 	Start time.Time

@@ -123,6 +123,9 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t := &tracer{}
 	t.a = Attempt{Method: req.Method, Start: time.Now()}
+	if rt.cfg.observer != nil {
+		t.a.Request = req
+	}
 	if req.URL != nil {
 		t.a.Host, t.a.Path = req.URL.Host, req.URL.Path
 	}
@@ -173,7 +176,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	rt.report(log, a, t.timed, verbose)
 	if err != nil {
-		a.Err = nil
+		a.Err, a.Request = nil, nil
 		return nil, &Error{Attempt: a, Err: err, conn: key}
 	}
 	if wrapBody {
@@ -323,6 +326,7 @@ func (t *tracer) Read(p []byte) (int, error) {
 		t.mu.Lock()
 		a, key := t.a, t.failedOn()
 		t.mu.Unlock()
+		a.Request = nil
 		return n, &Error{Attempt: a, Err: err, conn: key}
 	}
 	return n, err

@@ -141,6 +141,40 @@ func TestAttemptFacts(t *testing.T) {
 	}
 }
 
+// TestObserverSeesRequest: an observer gets the request pooltrace received,
+// with the context the layers above gave it; an error's Attempt does not
+// keep the request.
+func TestObserverSeesRequest(t *testing.T) {
+	u, base, p := proxied(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	type key struct{}
+	var seen []*http.Request
+	rt := pooltrace.New(pooltrace.WithObserver(func(a pooltrace.Attempt) { seen = append(seen, a.Request) }))(base)
+	send := func(method string) error {
+		req, err := http.NewRequestWithContext(context.WithValue(context.Background(), key{}, method), method, u+"/a", nil)
+		require.NoError(t, err)
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+		return err
+	}
+
+	require.NoError(t, send(http.MethodGet))
+	p.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+	err := send(http.MethodPatch)
+	require.Error(t, err)
+
+	require.Len(t, seen, 2)
+	for i, method := range []string{http.MethodGet, http.MethodPatch} {
+		require.NotNil(t, seen[i], method)
+		assert.Equal(t, method, seen[i].Context().Value(key{}), "the context of the layers above")
+	}
+	var pe *pooltrace.Error
+	require.True(t, errors.As(err, &pe), "%T: %v", err, err)
+	assert.Nil(t, pe.Attempt.Request, "an error does not keep the request")
+}
+
 // proxied returns a base transport that reaches the server through a fault
 // proxy, and the URL to use.
 func proxied(t *testing.T, h http.HandlerFunc) (string, *http.Transport, *faultproxy.Proxy) {
