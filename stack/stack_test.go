@@ -1,6 +1,7 @@
 package stack_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -44,6 +45,81 @@ func TestOrder(t *testing.T) {
 		"github.com/kubewire/kubewire/timeout",
 	}, pkgs)
 	assert.Same(t, base, rt)
+}
+
+// marker is a middleware that counts the requests it sees and marks each
+// one's context with its count, under its own name.
+type marker struct {
+	name  string
+	count atomic.Int32
+}
+
+type markKey string
+
+func (m *marker) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		n := m.count.Add(1)
+		return next.RoundTrip(req.WithContext(context.WithValue(req.Context(), markKey(m.name), n)))
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestCallAndAttemptMiddleware: call middleware sees a call once, attempt
+// middleware sees each attempt, and pooltrace's and timeout's observers
+// find the attempt's context on the request they report.
+func TestCallAndAttemptMiddleware(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			<-r.Context().Done()
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	base, err := transport.New()
+	require.NoError(t, err)
+	defer base.CloseIdleConnections()
+
+	call, call2, attempt := &marker{name: "call"}, &marker{name: "call2"}, &marker{name: "attempt"}
+	var mu sync.Mutex
+	var seen []any
+	rt := stack.New(200*time.Millisecond,
+		stack.WithCallMiddleware(call.wrap),
+		stack.WithCallMiddleware(nil),
+		stack.WithCallMiddleware(call2.wrap),
+		stack.WithAttemptMiddleware(attempt.wrap),
+		stack.WithAttemptMiddleware(nil),
+		stack.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 })),
+		stack.WithPooltraceOptions(pooltrace.WithObserver(func(a pooltrace.Attempt) {
+			mu.Lock()
+			seen = append(seen, a.Request.Context().Value(markKey("attempt")))
+			mu.Unlock()
+		})),
+		stack.WithTimeoutOptions(timeout.WithObserver(func(e timeout.Exceeded) {
+			mu.Lock()
+			seen = append(seen, e.Request.Context().Value(markKey("attempt")))
+			mu.Unlock()
+		})),
+	)(base)
+
+	resp, err := (&http.Client{Transport: rt}).Get(srv.URL)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+
+	assert.EqualValues(t, 1, call.count.Load(), "one call")
+	assert.EqualValues(t, 1, call2.count.Load(), "one call, second call middleware")
+	assert.EqualValues(t, 2, attempt.count.Load(), "two attempts")
+	mu.Lock()
+	defer mu.Unlock()
+	// timeout reports the first attempt's deadline, pooltrace the first
+	// attempt's end, then the second attempt's.
+	assert.Equal(t, []any{int32(1), int32(1), int32(2)}, seen)
 }
 
 // TestEachAttemptItsOwnTimeout: the server holds the first GET past the
@@ -126,4 +202,9 @@ func TestNewBadInput(t *testing.T) {
 		assert.Contains(t, err.Error(), d.String())
 	}
 	assert.EqualValues(t, 1, calls.Load(), "the invalid stacks sent nothing")
+
+	assert.NoError(t, stack.Check(time.Second, nil))
+	assert.EqualError(t, stack.Check(0), "timeout: the timeout of timeout.New must be positive, got 0s")
+	assert.EqualError(t, stack.Check(time.Second, stack.WithRetryOptions(retry.WithMaxAttempts(0))), "retry: WithMaxAttempts must be at least 1, got 0")
+	assert.EqualError(t, stack.Check(time.Second, stack.WithPooltraceOptions(pooltrace.WithVerbosity(-1))), "pooltrace: WithVerbosity must not be negative, got -1")
 }
