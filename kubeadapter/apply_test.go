@@ -26,6 +26,7 @@ import (
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
 )
@@ -357,6 +358,8 @@ func TestApplyRejectsBadOptions(t *testing.T) {
 		{kubeadapter.WithRetryOptions(retry.WithMaxAttempts(0)), "kubeadapter: WithRetryOptions: retry: WithMaxAttempts must be at least 1, got 0"},
 		{kubeadapter.WithIdleConnTimeout(0), "kubeadapter: WithIdleConnTimeout must be positive, got 0s"},
 		{kubeadapter.WithObserver(nil), "kubeadapter: WithObserver must not be nil"},
+		{kubeadapter.WithStackOptions(stack.WithRetryOptions(retry.WithMaxAttempts(0))), "kubeadapter: WithStackOptions: retry: WithMaxAttempts must be at least 1, got 0"},
+		{kubeadapter.WithStackOptions(stack.WithTimeoutOptions(timeout.WithStallTimeout(-1))), "kubeadapter: WithStackOptions: timeout: WithStallTimeout must be positive, got -1ns"},
 		{kubeadapter.WithObserver((*pointerObserver)(nil)), "kubeadapter: WithObserver must not be nil, got a nil *kubeadapter_test.pointerObserver"},
 	}
 	for _, tt := range tests {
@@ -382,6 +385,27 @@ type pointerObserver struct{ n int }
 func (o *pointerObserver) ObserveAttempt(pooltrace.Attempt) { o.n++ }
 func (o *pointerObserver) ObserveDecision(retry.Decision)   { o.n++ }
 func (o *pointerObserver) ObserveExceeded(timeout.Exceeded) { o.n++ }
+
+// TestStackOptions: under client-go, call middleware given through
+// WithStackOptions sees a call once and attempt middleware every attempt.
+func TestStackOptions(t *testing.T) {
+	cfg := &rest.Config{Host: testserver.RefusedURL(t)}
+	var calls, attempts atomic.Int32
+	count := func(n *atomic.Int32) transport.Middleware {
+		return func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				n.Add(1)
+				return rt.RoundTrip(req)
+			})
+		}
+	}
+	require.NoError(t, kubeadapter.Apply(cfg,
+		kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 })),
+		kubeadapter.WithStackOptions(stack.WithCallMiddleware(count(&calls)), stack.WithAttemptMiddleware(count(&attempts)))))
+	require.Error(t, get(t, cfg, "/api/v1/pods"))
+	assert.EqualValues(t, 1, calls.Load())
+	assert.EqualValues(t, retry.DefaultMaxAttempts, attempts.Load())
+}
 
 // TestRetryExemptionsAddUp: a user's retry.WithExempt adds to
 // kubeadapter's exemption of long-running requests; it does not replace

@@ -44,6 +44,7 @@ type config struct {
 	logger       logr.Logger
 	observers    []Observer
 	retryOptions []retry.Option
+	stackOptions []stack.Option
 	err          error
 }
 
@@ -157,6 +158,22 @@ func WithRetryOptions(opts ...retry.Option) Option {
 		c.retryOptions = append(c.retryOptions, opts...)
 		if err := retry.Check(opts...); err != nil {
 			c.fail("WithRetryOptions: %v", err)
+		}
+	})
+}
+
+// WithStackOptions passes options to the stack, after kubeadapter's own:
+// middleware for each call or each attempt (stack.WithCallMiddleware,
+// stack.WithAttemptMiddleware), as package tracing gives, and options of
+// the layers, which add to those kubeadapter sets. Options that replace a
+// setting (retry.WithResendable, timeout.WithLongRunning) replace
+// kubeadapter's. Default: none.
+func WithStackOptions(opts ...stack.Option) Option {
+	return optionFunc(func(c *config) {
+		c.stackOptions = append(c.stackOptions, opts...)
+		// The deadline is checked by WithTimeout; any positive one will do.
+		if err := stack.Check(time.Second, opts...); err != nil {
+			c.fail("WithStackOptions: %v", err)
 		}
 	})
 }
@@ -303,7 +320,7 @@ func (c *config) middleware() transport.Middleware {
 	if f := each(c.observers, func(o Observer) func(timeout.Exceeded) { return o.ObserveExceeded }); f != nil {
 		opts = append(opts, stack.WithTimeoutOptions(timeout.WithObserver(f)))
 	}
-	chain := stack.New(c.timeout, opts...)
+	chain := stack.New(c.timeout, append(opts, c.stackOptions...)...)
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return &installed{wrapped: wrapped{next: chain(rt)}, below: rt}
 	}
