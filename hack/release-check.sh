@@ -6,7 +6,7 @@
 # outside the repository with no replace and no workspace, go get it:
 #
 #   t  each tagged go.mod and go.sum is what go mod tidy makes of it
-#   a  the root, importing timeout: no k8s.io, sigs.k8s.io or Prometheus module
+#   a  the root, importing timeout: no k8s.io, sigs.k8s.io, Prometheus or OpenTelemetry module
 #   b  kubeadapter beside client-go v0.34.0: builds, raises no module
 #   c  the driver: every module at the version its go.mod states, and its
 #      tests pass there

@@ -36,13 +36,14 @@ var headline = []struct{ label, path string }{
 	{"controller-runtime", "sigs.k8s.io/controller-runtime"},
 	{"agent-sandbox", "sigs.k8s.io/agent-sandbox"},
 	{"client_golang", "github.com/prometheus/client_golang"},
+	{"otel", "go.opentelemetry.io/otel"},
 	{"x/net", "golang.org/x/net"},
 	{"logr", "github.com/go-logr/logr"},
 }
 
 // kubeModule matches the modules a user who imports only timeout must not
-// get.
-var kubeModule = regexp.MustCompile(`^(k8s\.io|sigs\.k8s\.io)/|prometheus`)
+// get: Kubernetes', Prometheus' and OpenTelemetry's.
+var kubeModule = regexp.MustCompile(`^(k8s\.io|sigs\.k8s\.io|go\.opentelemetry\.io)/|prometheus`)
 
 func runCheck(repo string, args []string) error {
 	fs := flagSet("check", "[-tags V] [-keep] [-v] [-only tabcde]")
@@ -420,8 +421,8 @@ func (r *checker) taggedTree(c *candidate) {
 	r.logf(start, "tagged tree: %d/%d go.mods require their siblings at %s with no replace, tidy with their go.sums", ok, len(c.mods), c.version)
 }
 
-// timeoutOnly is (a): a user who imports only timeout gets no Kubernetes
-// or Prometheus module.
+// timeoutOnly is (a): a user who imports only timeout gets no Kubernetes,
+// Prometheus or OpenTelemetry module.
 func (r *checker) timeoutOnly(c *candidate) {
 	start := time.Now()
 	g, err := r.build("timeout", []string{repoPath + "@" + c.version}, []string{repoPath + "/timeout"})
@@ -438,7 +439,7 @@ func (r *checker) timeoutOnly(c *candidate) {
 	if len(bad) > 0 {
 		r.failf("(a) importing only timeout brings %s", strings.Join(bad, ", "))
 	}
-	r.logf(start, "(a) go get %s@%s, import timeout: builds; %d modules, %d from k8s.io, sigs.k8s.io or Prometheus; %s",
+	r.logf(start, "(a) go get %s@%s, import timeout: builds; %d modules, %d from k8s.io, sigs.k8s.io, Prometheus or OpenTelemetry; %s",
 		repoPath, c.version, len(g.order), len(bad), g.headline())
 }
 

@@ -29,8 +29,8 @@ type listed struct {
 }
 
 // TestLayering guards the layering of DESIGN.md: no middleware package
-// imports a sibling, client-go or Prometheus, even through an internal
-// package; and transport, the floor, reaches nothing but the standard
+// imports a sibling, client-go, Prometheus or OpenTelemetry, even through
+// an internal package; and transport, the floor, reaches nothing but the standard
 // library, x/net, go-cleanhttp and the root module's internal packages.
 // Test files are not checked: a test may compose the layers.
 func TestLayering(t *testing.T) {
@@ -48,6 +48,8 @@ func TestLayering(t *testing.T) {
 				t.Errorf("%s imports %s: only kubeadapter knows client-go", m, d)
 			case strings.Contains(d, "prometheus"):
 				t.Errorf("%s imports %s: metrics sit above the middleware, fed by observers", m, d)
+			case strings.HasPrefix(d, "go.opentelemetry.io/"):
+				t.Errorf("%s imports %s: tracing sits above the middleware, fed by observers", m, d)
 			}
 		}
 	}
