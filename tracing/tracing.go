@@ -152,10 +152,11 @@ type callSpan struct {
 // call's, saving an allocation per request.
 type attemptSpan struct {
 	trace.Span
-	body   io.ReadCloser
-	status int
-	call   *callSpan // set by the call layer when the response is the call's
-	ended  atomic.Bool
+	body    io.ReadCloser
+	status  int
+	call    *callSpan   // set by the call layer when the response is the call's
+	closing atomic.Bool // the caller closes the body
+	ended   atomic.Bool
 }
 
 func (t *Tracer) call(next http.RoundTripper) http.RoundTripper {
@@ -247,7 +248,10 @@ func (rt *attemptRT) RoundTrip(req *http.Request) (*http.Response, error) {
 func (as *attemptSpan) Read(p []byte) (int, error) {
 	n, err := as.body.Read(p)
 	switch {
-	case err == io.EOF:
+	case err == io.EOF || err != nil && as.closing.Load():
+		// A read that fails because the caller closed the body, as
+		// client-go does to stop a watch while its decoder reads, ends
+		// the span as the close does.
 		as.end(as.status, nil)
 	case err != nil:
 		as.end(as.status, err)
@@ -257,6 +261,7 @@ func (as *attemptSpan) Read(p []byte) (int, error) {
 
 // Close closes the response body and ends the span.
 func (as *attemptSpan) Close() error {
+	as.closing.Store(true)
 	err := as.body.Close()
 	as.end(as.status, nil)
 	return err
