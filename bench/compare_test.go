@@ -15,7 +15,9 @@ import (
 	"github.com/kubewire/kubewire/metrics"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/tracing"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -75,17 +77,51 @@ func BenchmarkRetryableHTTP(b *testing.B) {
 	})
 }
 
+// sampled returns the SDK's tracer provider, sampling every span: the
+// tracing candidates share it, so that they differ only in what they
+// record.
+func sampled(b *testing.B) *sdktrace.TracerProvider {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp
+}
+
+// otelHTTP wraps rt in otelhttp's transport with its httptrace client trace
+// (otelhttptrace), as users trace client-go today.
+func otelHTTP(tp *sdktrace.TracerProvider, rt http.RoundTripper) http.RoundTripper {
+	return otelhttp.NewTransport(rt,
+		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithClientTrace(func(ctx context.Context) *httptrace.ClientTrace {
+			return otelhttptrace.NewClientTrace(ctx, otelhttptrace.WithTracerProvider(tp))
+		}),
+	)
+}
+
 // BenchmarkOtelHTTP is otelhttp's transport with its httptrace client trace
 // (otelhttptrace), recording spans with the SDK's tracer provider.
 func BenchmarkOtelHTTP(b *testing.B) {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	benchCandidate(b, false, func(base http.RoundTripper) http.RoundTripper {
-		return otelhttp.NewTransport(base,
-			otelhttp.WithTracerProvider(tp),
-			otelhttp.WithClientTrace(func(ctx context.Context) *httptrace.ClientTrace {
-				return otelhttptrace.NewClientTrace(ctx, otelhttptrace.WithTracerProvider(tp))
-			}),
-		)
+	tp := sampled(b)
+	benchCandidate(b, false, func(base http.RoundTripper) http.RoundTripper { return otelHTTP(tp, base) })
+}
+
+// BenchmarkKubewireOtelHTTP is otelhttp, as above, over the full kubewire
+// stack: its cost over BenchmarkKubewire is what otelhttp costs a kubewire
+// user.
+func BenchmarkKubewireOtelHTTP(b *testing.B) {
+	tp := sampled(b)
+	benchCandidate(b, true, func(base http.RoundTripper) http.RoundTripper {
+		return otelHTTP(tp, stack.New(deadline)(base))
 	})
+}
+
+// BenchmarkKubewireTracing is the full kubewire stack traced by package
+// tracing, with the same tracer provider: a call span and an attempt span
+// per request, and the trace context on the request. Its cost over
+// BenchmarkKubewire is what tracing costs.
+func BenchmarkKubewireTracing(b *testing.B) {
+	t, err := tracing.New(sampled(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchCandidate(b, true, stack.New(deadline, t.StackOptions()...))
 }

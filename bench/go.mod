@@ -8,6 +8,7 @@ require (
 	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
 	github.com/kubewire/kubewire/kubeadapter v0.0.0-00010101000000-000000000000
 	github.com/kubewire/kubewire/metrics v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire/tracing v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.24.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/httptrace/otelhttptrace v0.72.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
@@ -81,4 +82,5 @@ replace (
 	github.com/kubewire/kubewire/kubeadapter => ../kubeadapter
 	github.com/kubewire/kubewire/metrics => ../metrics
 	github.com/kubewire/kubewire/test/kubetest => ../test/kubetest
+	github.com/kubewire/kubewire/tracing => ../tracing
 )

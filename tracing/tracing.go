@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -140,9 +141,16 @@ func (t *Tracer) StackOptions() []stack.Option {
 	}
 }
 
+// The span kinds, made once: an option costs an allocation.
+var (
+	internalKind = trace.WithSpanKind(trace.SpanKindInternal)
+	clientKind   = trace.WithSpanKind(trace.SpanKindClient)
+)
+
 // callSpan is the span of one call, in the context of every attempt.
 type callSpan struct {
 	trace.Span
+	request  []attribute.KeyValue // the request's attributes, for the attempts too
 	attempts atomic.Int32
 	ended    atomic.Bool
 }
@@ -152,6 +160,17 @@ type callSpan struct {
 // call's, saving an allocation per request.
 type attemptSpan struct {
 	trace.Span
+	n       int                  // the attempt's number, 1 for the first
+	request []attribute.KeyValue // the request's attributes
+	// What pooltrace's observer saw, kept for end, which records all the
+	// attributes at once: each call of SetAttributes grows the span's
+	// attribute slice. The observer runs on the goroutine of RoundTrip,
+	// before it returns.
+	proto                    string
+	idle                     time.Duration
+	hasConn, reused, wasIdle bool
+	resends                  int
+
 	body    io.ReadCloser
 	status  int
 	call    *callSpan   // set by the call layer when the response is the call's
@@ -174,9 +193,9 @@ type callRT struct {
 
 func (rt *callRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	parent := req.Context()
-	_, span := rt.t.tracer.Start(parent, spanName(req.Method), trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(rt.t.requestAttributes(req, 0)...))
-	cs := &callSpan{Span: span}
+	attrs := rt.t.requestAttributes(req)
+	_, span := rt.t.tracer.Start(parent, spanName(req.Method), internalKind, trace.WithAttributes(attrs...))
+	cs := &callSpan{Span: span, request: attrs}
 	resp, err := rt.next.RoundTrip(req.WithContext(trace.ContextWithSpan(parent, cs)))
 	if err != nil {
 		cs.end(0, err)
@@ -197,8 +216,9 @@ func (cs *callSpan) end(status int, err error) {
 		return
 	}
 	if cs.IsRecording() {
-		cs.SetAttributes(AttemptsKey.Int(int(cs.attempts.Load())))
-		setOutcome(cs.Span, status, err)
+		attrs := make([]attribute.KeyValue, 1, 3)
+		attrs[0] = AttemptsKey.Int(int(cs.attempts.Load()))
+		cs.SetAttributes(outcome(cs.Span, attrs, status, err)...)
 	}
 	cs.Span.End()
 }
@@ -210,13 +230,17 @@ type attemptRT struct {
 
 func (rt *attemptRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	parent := req.Context()
-	n := 1
+	as := &attemptSpan{n: 1}
 	if cs, ok := trace.SpanFromContext(parent).(*callSpan); ok {
-		n = int(cs.attempts.Add(1))
+		as.n, as.request = int(cs.attempts.Add(1)), cs.request
+	} else {
+		as.request = rt.t.requestAttributes(req)
 	}
-	_, span := rt.t.tracer.Start(parent, spanName(req.Method), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(rt.t.requestAttributes(req, n)...))
-	as := &attemptSpan{Span: span}
+	// The request's attributes are recorded when the span ends, with the
+	// rest, in one slice: the sampler decides on the call's span, which has
+	// them at its start, and the attempts follow it (sdktrace.ParentBased,
+	// the SDK's default).
+	_, as.Span = rt.t.tracer.Start(parent, spanName(req.Method), clientKind)
 	ctx := trace.ContextWithSpan(parent, as)
 	out := req.WithContext(ctx)
 	if rt.t.propagator != nil {
@@ -225,7 +249,7 @@ func (rt *attemptRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		if out.Header == nil {
 			out.Header = http.Header{}
 		}
-		rt.t.propagator.Inject(ctx, propagation.HeaderCarrier(out.Header))
+		rt.t.propagator.Inject(ctx, headerCarrier(out.Header))
 	}
 	resp, err := rt.next.RoundTrip(out)
 	if err != nil {
@@ -242,6 +266,58 @@ func (rt *attemptRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	as.body = resp.Body
 	resp.Body = as
 	return resp, nil
+}
+
+// endAttributes sets the span's status and returns the attributes end
+// records.
+func (as *attemptSpan) endAttributes(status int, err error) []attribute.KeyValue {
+	// Sized to fit, as the span's own copy will be: a span costs its
+	// attributes twice.
+	attrs := make([]attribute.KeyValue, 0, as.attributes(status, err))
+	attrs = append(attrs, as.request...)
+	attrs = append(attrs, AttemptKey.Int(as.n))
+	if as.n > 1 {
+		attrs = append(attrs, semconv.HTTPRequestResendCount(as.n-1))
+	}
+	if as.hasConn {
+		attrs = append(attrs, semconv.NetworkProtocolVersion(protocolVersion(as.proto)), ConnectionReusedKey.Bool(as.reused))
+		if as.reused && as.wasIdle {
+			attrs = append(attrs, ConnectionIdleKey.Float64(as.idle.Seconds()))
+		}
+	}
+	if as.resends > 0 {
+		attrs = append(attrs, NetHTTPResendsKey.Int(as.resends))
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		attrs = append(attrs, FailureClassKey.String(label(classLabels, retry.Classify(err))))
+	}
+	return outcome(as.Span, attrs, status, err)
+}
+
+// attributes returns how many attributes end records.
+func (as *attemptSpan) attributes(status int, err error) int {
+	n := len(as.request) + 1
+	if as.n > 1 {
+		n++
+	}
+	if as.hasConn {
+		n += 2
+		if as.reused && as.wasIdle {
+			n++
+		}
+	}
+	if as.resends > 0 {
+		n++
+	}
+	switch {
+	case err != nil && errors.Is(err, context.Canceled):
+		n++
+	case err != nil, status >= 400:
+		n += 2
+	case status > 0:
+		n++
+	}
+	return n
 }
 
 // Read reads the response body; the span ends at its end or error.
@@ -274,10 +350,7 @@ func (as *attemptSpan) end(status int, err error) {
 		return
 	}
 	if as.IsRecording() {
-		setOutcome(as.Span, status, err)
-		if err != nil && !errors.Is(err, context.Canceled) {
-			as.SetAttributes(FailureClassKey.String(label(classLabels, retry.Classify(err))))
-		}
+		as.SetAttributes(as.endAttributes(status, err)...)
 	}
 	as.Span.End()
 	if as.call != nil {
@@ -285,22 +358,24 @@ func (as *attemptSpan) end(status int, err error) {
 	}
 }
 
-// setOutcome records a status or an error on span, as the HTTP client
-// conventions say: a status of 400 or more, or an error, is an error. A
-// context the caller canceled (a watch it stopped) is not.
-func setOutcome(span trace.Span, status int, err error) {
+// outcome sets span's status and appends to attrs the attributes of a
+// status or an error, as the HTTP client conventions say: a status of 400
+// or more, or an error, is an error. A context the caller canceled (a
+// watch it stopped) is not.
+func outcome(span trace.Span, attrs []attribute.KeyValue, status int, err error) []attribute.KeyValue {
 	switch {
 	case err != nil && errors.Is(err, context.Canceled):
-		span.SetAttributes(semconv.ErrorTypeKey.String("canceled"))
+		return append(attrs, semconv.ErrorTypeKey.String("canceled"))
 	case err != nil:
-		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
 		span.SetStatus(codes.Error, err.Error())
+		return append(attrs, semconv.ErrorTypeKey.String(errorType(err)))
 	case status >= 400:
-		span.SetAttributes(semconv.HTTPResponseStatusCode(status), semconv.ErrorTypeKey.String(strconv.Itoa(status)))
 		span.SetStatus(codes.Error, "")
+		return append(attrs, semconv.HTTPResponseStatusCode(status), semconv.ErrorTypeKey.String(strconv.Itoa(status)))
 	case status > 0:
-		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+		return append(attrs, semconv.HTTPResponseStatusCode(status))
 	}
+	return attrs
 }
 
 // errorType is the error.type of err: a few values that say what
@@ -326,6 +401,29 @@ func errorType(err error) string {
 	return semconv.ErrorTypeOther.Value.AsString()
 }
 
+// headerCarrier is propagation.HeaderCarrier with the canonical names of
+// the W3C headers written out, which saves canonicalizing them on every
+// request.
+type headerCarrier http.Header
+
+func (c headerCarrier) Get(key string) string { return propagation.HeaderCarrier(c).Get(key) }
+
+func (c headerCarrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		key = "Traceparent"
+	case "tracestate":
+		key = "Tracestate"
+	case "baggage":
+		key = "Baggage"
+	default:
+		key = http.CanonicalHeaderKey(key)
+	}
+	c[key] = []string{value}
+}
+
+func (c headerCarrier) Keys() []string { return propagation.HeaderCarrier(c).Keys() }
+
 // observeAttempt adds what pooltrace learned about the connection to the
 // attempt's span.
 func (t *Tracer) observeAttempt(a pooltrace.Attempt) {
@@ -333,10 +431,13 @@ func (t *Tracer) observeAttempt(a pooltrace.Attempt) {
 		return
 	}
 	span := trace.SpanFromContext(a.Request.Context())
-	if !span.IsRecording() {
+	if as, ok := span.(*attemptSpan); ok {
+		as.hasConn, as.resends = a.HasConn, len(a.Earlier)
+		as.proto, as.reused, as.wasIdle, as.idle = a.Conn.Proto, a.Conn.Reused, a.Conn.WasIdle, a.Conn.IdleTime
 		return
 	}
-	if !a.HasConn {
+	// A span of another layer's: record what there is now.
+	if !span.IsRecording() || !a.HasConn {
 		return
 	}
 	attrs := make([]attribute.KeyValue, 0, 4)
@@ -378,11 +479,11 @@ func (t *Tracer) observeExceeded(e timeout.Exceeded) {
 	span.SetAttributes(TimeoutPhaseKey.String(label(phaseLabels, e.Phase)), TimeoutLimitKey.Float64(e.Limit.Seconds()))
 }
 
-// requestAttributes returns the attributes of a span of req: those of the
-// HTTP client conventions that have few values, the attempt number n when
-// it is not zero, and url.full when asked.
-func (t *Tracer) requestAttributes(req *http.Request, n int) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, 7)
+// requestAttributes returns the attributes of a span of req, given when it
+// starts so that a sampler sees them: those of the HTTP client conventions
+// that have few values, and url.full when asked.
+func (t *Tracer) requestAttributes(req *http.Request) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 5)
 	switch m := req.Method; {
 	case m == "":
 		attrs = append(attrs, semconv.HTTPRequestMethodGet)
@@ -399,12 +500,6 @@ func (t *Tracer) requestAttributes(req *http.Request, n int) []attribute.KeyValu
 		}
 		if t.fullURL {
 			attrs = append(attrs, semconv.URLFull(redacted(req.URL)))
-		}
-	}
-	if n > 0 {
-		attrs = append(attrs, AttemptKey.Int(n))
-		if n > 1 {
-			attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
 		}
 	}
 	return attrs
