@@ -103,6 +103,7 @@ repro:
 bench: envtest agentsandbox
 	hack/benchratio.sh ./bench Bare Stack Kubewire RetryableHTTP OtelHTTP
 	hack/benchratio.sh ./bench Kubewire KubewireMetrics
+	hack/benchratio.sh ./bench Kubewire KubewireTracing KubewireOtelHTTP
 	hack/benchratio.sh ./bench OverheadBare OverheadTimeout OverheadPooltrace OverheadStack -n 8
 	hack/benchratio.sh ./bench RetryBaseline Retry
 	hack/benchratio.sh ./bench RetryPutBaseline RetryPut
