@@ -23,6 +23,7 @@ import (
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/transport"
 )
 
 // ScopeName is the instrumentation scope of the tracer that [New] gets
@@ -131,7 +132,16 @@ func New(tp trace.TracerProvider, opts ...Option) (*Tracer, error) {
 // observers on retry, pooltrace and timeout. Pass them to stack.New for a
 // plain net/http client, or through kubeadapter.WithStackOptions to
 // kubeadapter.Apply for client-go.
+//
+// On a nil Tracer (New returned an error that went unchecked) the options
+// fail every request, without sending it, with a *transport.ConfigError.
 func (t *Tracer) StackOptions() []stack.Option {
+	if t == nil {
+		err := &transport.ConfigError{Err: errors.New("tracing: StackOptions of a nil *Tracer: tracing.New returned an error")}
+		return []stack.Option{stack.WithCallMiddleware(func(next http.RoundTripper) http.RoundTripper {
+			return &failing{wrapped: wrapped{next: next}, err: err}
+		})}
+	}
 	return []stack.Option{
 		stack.WithCallMiddleware(t.call),
 		stack.WithAttemptMiddleware(t.attempt),
@@ -584,6 +594,19 @@ func label[V ~int](values []string, v V) string {
 		return values[v]
 	}
 	return "other"
+}
+
+// failing fails every request with err, without sending it.
+type failing struct {
+	wrapped
+	err error
+}
+
+func (f *failing) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return nil, f.err
 }
 
 // wrapped is embedded by the RoundTrippers of this package: it gives them

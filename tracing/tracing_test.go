@@ -438,4 +438,10 @@ func TestNewBadInput(t *testing.T) {
 	tr, err := tracing.New(tp, nil)
 	require.NoError(t, err, "a nil option is skipped")
 	assert.NotNil(t, tr)
+
+	// A nil Tracer, from an unchecked error, fails requests; it does not
+	// panic.
+	var none *tracing.Tracer
+	contract.Refuses(t, context.Background(), stack.New(time.Second, none.StackOptions()...),
+		"tracing: StackOptions of a nil *Tracer: tracing.New returned an error")
 }
