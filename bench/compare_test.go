@@ -77,14 +77,21 @@ func BenchmarkRetryableHTTP(b *testing.B) {
 	})
 }
 
-// sampled returns the SDK's tracer provider, sampling every span: the
-// tracing candidates share it, so that they differ only in what they
-// record.
+// sampled returns the SDK's tracer provider as users run it, sampling
+// every span and exporting them in batches, here to an exporter that drops
+// them: the tracing candidates share it, so that they differ only in what
+// they record.
 func sampled(b *testing.B) *sdktrace.TracerProvider {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(discard{}))
 	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return tp
 }
+
+// discard is a span exporter that drops what it is given.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
 
 // otelHTTP wraps rt in otelhttp's transport with its httptrace client trace
 // (otelhttptrace), as users trace client-go today.

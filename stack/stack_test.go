@@ -48,16 +48,21 @@ func TestOrder(t *testing.T) {
 }
 
 // marker is a middleware that counts the requests it sees and marks each
-// one's context with its count, under its own name.
+// one's context with its count, under its own name; it records whether the
+// marker named after, if any, had marked the request before it.
 type marker struct {
-	name  string
-	count atomic.Int32
+	name, after string
+	count       atomic.Int32
+	below       atomic.Bool // the request carried after's mark
 }
 
 type markKey string
 
 func (m *marker) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if m.after != "" && req.Context().Value(markKey(m.after)) != nil {
+			m.below.Store(true)
+		}
 		n := m.count.Add(1)
 		return next.RoundTrip(req.WithContext(context.WithValue(req.Context(), markKey(m.name), n)))
 	})
@@ -84,10 +89,13 @@ func TestCallAndAttemptMiddleware(t *testing.T) {
 	require.NoError(t, err)
 	defer base.CloseIdleConnections()
 
-	call, call2, attempt := &marker{name: "call"}, &marker{name: "call2"}, &marker{name: "attempt"}
+	call, call2 := &marker{name: "call"}, &marker{name: "call2", after: "call"}
+	attempt := &marker{name: "attempt", after: "call2"}
 	var mu sync.Mutex
 	var seen []any
-	rt := stack.New(200*time.Millisecond,
+	// Long enough for the second attempt on a busy machine: the first
+	// waits it out.
+	rt := stack.New(time.Second,
 		stack.WithCallMiddleware(call.wrap),
 		stack.WithCallMiddleware(nil),
 		stack.WithCallMiddleware(call2.wrap),
@@ -115,6 +123,8 @@ func TestCallAndAttemptMiddleware(t *testing.T) {
 	assert.EqualValues(t, 1, call.count.Load(), "one call")
 	assert.EqualValues(t, 1, call2.count.Load(), "one call, second call middleware")
 	assert.EqualValues(t, 2, attempt.count.Load(), "two attempts")
+	assert.True(t, call2.below.Load(), "the first call middleware given is outermost")
+	assert.True(t, attempt.below.Load(), "attempt middleware is below call middleware")
 	mu.Lock()
 	defer mu.Unlock()
 	// timeout reports the first attempt's deadline, pooltrace the first

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
 )
 
@@ -38,6 +39,8 @@ func TestEndAttributesFit(t *testing.T) {
 		{0, nil}, {200, nil}, {404, nil}, {503, nil},
 		{0, context.Canceled}, {0, fmt.Errorf("read: %w", context.Canceled)},
 		{0, &timeout.Error{Limit: time.Second, Phase: timeout.PhaseHeaders}}, {0, io.ErrUnexpectedEOF}, {200, errors.New("body")},
+		{200, context.Canceled}, {404, io.ErrUnexpectedEOF},
+		{0, &retry.Error{Causes: []error{io.EOF, context.Canceled}}}, {0, &retry.Error{Causes: []error{context.Canceled, io.EOF}}},
 	}
 	for _, st := range states {
 		for _, o := range outcomes {

@@ -33,8 +33,8 @@
 // http.response.status_code or error.type, kubewire.attempts, an event
 // "kubewire.retry" for each retry (kubewire.attempt, the failure's
 // kubewire.failure.class or the status retried, kubewire.retry.backoff in
-// seconds) and kubewire.retry.stop_reason when retrying stopped without
-// success.
+// seconds) and, when retry decided not to go on after a failure (or, for
+// maybe_applied, after a refused re-sent write), kubewire.retry.stop_reason.
 //
 // Each attempt's span is a CLIENT span, as the HTTP client conventions
 // ask of each attempt (they advise against a client span for the whole
@@ -44,11 +44,15 @@
 // kubewire.connection.idle_time in seconds, kubewire.net_http.resends when
 // net/http re-sent the request on a new connection by itself); the outcome
 // (http.response.status_code, or error.type and kubewire.failure.class,
-// with the error, which names the connection, as the status description);
+// the class retry.Classify gives the error, with the error, which names
+// the connection, as the status description; a body that fails after the
+// headers keeps the status code too);
 // and kubewire.timeout.phase and kubewire.timeout.limit when its deadline
 // ran out. A long-running request (a watch) has one attempt, whose span
 // ends when the caller closes the stream; a caller that cancels is not an
-// error (error.type "canceled", status unset).
+// error (error.type "canceled", status unset). An upgrade (exec, attach,
+// port-forward) carries the trace context like any request, and its spans
+// end at the 101 response: the connection is then the caller's.
 //
 // A status of 400 or more is an error on both spans, as the conventions
 // say for clients. Attributes have few values: no URL path, which names

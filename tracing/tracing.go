@@ -81,8 +81,9 @@ func WithoutPropagation() Option {
 
 // WithFullURL records url.full on every span: the request's URL, query
 // included, with any user name and password replaced by "REDACTED". It
-// carries object names, so it gives every object a value of its own.
-// Default: off; spans carry the server's address and port, not the path.
+// carries object names, so it gives every object a value of its own, and
+// the query as sent: an exec's command and arguments among them. Default:
+// off; spans carry the server's address and port, not the path.
 func WithFullURL() Option {
 	return optionFunc(func(c *config) { c.fullURL = true })
 }
@@ -95,8 +96,9 @@ func (c *config) fail(format string, args ...any) {
 
 // Tracer turns what kubewire's stack learns into spans: one for each call
 // and one for each attempt (see the package documentation). Make it with
-// [New]. It is safe for concurrent use, and one Tracer may serve any
-// number of stacks.
+// [New]; the zero value is not usable, and its StackOptions, like a nil
+// Tracer's, fail every request. It is safe for concurrent use, and one
+// Tracer may serve any number of stacks.
 type Tracer struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
@@ -133,11 +135,16 @@ func New(tp trace.TracerProvider, opts ...Option) (*Tracer, error) {
 // plain net/http client, or through kubeadapter.WithStackOptions to
 // kubeadapter.Apply for client-go.
 //
-// On a nil Tracer (New returned an error that went unchecked) the options
-// fail every request, without sending it, with a *transport.ConfigError.
+// On a nil Tracer (New returned an error that went unchecked) or a zero
+// one, the options fail every request, without sending it, with a
+// *transport.ConfigError.
+//
+// The attempt's middleware reads the connection's facts from the span in
+// the request's context: give other attempt middleware that start spans
+// before these options, so that tracing's sits below them.
 func (t *Tracer) StackOptions() []stack.Option {
-	if t == nil {
-		err := &transport.ConfigError{Err: errors.New("tracing: StackOptions of a nil *Tracer: tracing.New returned an error")}
+	if t == nil || t.tracer == nil {
+		err := &transport.ConfigError{Err: errors.New("tracing: StackOptions of a nil or zero *Tracer: make it with tracing.New, and check its error")}
 		return []stack.Option{stack.WithCallMiddleware(func(next http.RoundTripper) http.RoundTripper {
 			return &failing{wrapped: wrapped{next: next}, err: err}
 		})}
@@ -226,7 +233,7 @@ func (cs *callSpan) end(status int, err error) {
 		return
 	}
 	if cs.IsRecording() {
-		attrs := make([]attribute.KeyValue, 1, 3)
+		attrs := make([]attribute.KeyValue, 1, 4)
 		attrs[0] = AttemptsKey.Int(int(cs.attempts.Load()))
 		cs.SetAttributes(outcome(cs.Span, attrs, status, err)...)
 	}
@@ -298,7 +305,7 @@ func (as *attemptSpan) endAttributes(status int, err error) []attribute.KeyValue
 	if as.resends > 0 {
 		attrs = append(attrs, NetHTTPResendsKey.Int(as.resends))
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
+	if err != nil && !canceled(err) {
 		attrs = append(attrs, FailureClassKey.String(label(classLabels, retry.Classify(err))))
 	}
 	return outcome(as.Span, attrs, status, err)
@@ -319,8 +326,11 @@ func (as *attemptSpan) attributes(status int, err error) int {
 	if as.resends > 0 {
 		n++
 	}
+	if err != nil && status > 0 {
+		n++
+	}
 	switch {
-	case err != nil && errors.Is(err, context.Canceled):
+	case err != nil && canceled(err):
 		n++
 	case err != nil, status >= 400:
 		n += 2
@@ -373,8 +383,12 @@ func (as *attemptSpan) end(status int, err error) {
 // or more, or an error, is an error. A context the caller canceled (a
 // watch it stopped) is not.
 func outcome(span trace.Span, attrs []attribute.KeyValue, status int, err error) []attribute.KeyValue {
+	if err != nil && status > 0 {
+		// The body failed after the headers: the status was received.
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(status))
+	}
 	switch {
-	case err != nil && errors.Is(err, context.Canceled):
+	case err != nil && canceled(err):
 		return append(attrs, semconv.ErrorTypeKey.String("canceled"))
 	case err != nil:
 		span.SetStatus(codes.Error, err.Error())
@@ -388,9 +402,31 @@ func outcome(span trace.Span, attrs []attribute.KeyValue, status int, err error)
 	return attrs
 }
 
+// lastCause returns, for the error of a call retry gave up on, the last
+// attempt's error, which ended the call: retry's error unwraps to every
+// attempt's, and errors.Is and errors.As would find an earlier one first.
+func lastCause(err error) error {
+	var re *retry.Error
+	if errors.As(err, &re) && len(re.Causes) > 0 {
+		return re.Causes[len(re.Causes)-1]
+	}
+	return err
+}
+
+// canceled reports whether err ends a call or attempt its caller canceled.
+func canceled(err error) bool {
+	return errors.Is(lastCause(err), context.Canceled)
+}
+
 // errorType is the error.type of err: a few values that say what
 // happened, and "_OTHER".
 func errorType(err error) string {
+	err = lastCause(err)
+	var be *retry.BodyError
+	if errors.As(err, &be) {
+		// First: the caller's body reader may fail with any error.
+		return "request_body"
+	}
 	var te *timeout.Error
 	switch {
 	case errors.As(err, &te):
@@ -403,10 +439,6 @@ func errorType(err error) string {
 		return "connection_refused"
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return "eof"
-	}
-	var re *retry.BodyError
-	if errors.As(err, &re) {
-		return "request_body"
 	}
 	return semconv.ErrorTypeOther.Value.AsString()
 }

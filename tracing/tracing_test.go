@@ -51,8 +51,12 @@ func newTracer(t *testing.T, tp trace.TracerProvider, opts ...tracing.Option) *t
 
 // attrs returns a span's attributes by key.
 func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	return kvs(s.Attributes()...)
+}
+
+func kvs(list ...attribute.KeyValue) map[attribute.Key]attribute.Value {
 	m := map[attribute.Key]attribute.Value{}
-	for _, kv := range s.Attributes() {
+	for _, kv := range list {
 		m[kv.Key] = kv.Value
 	}
 	return m
@@ -280,11 +284,11 @@ func TestWatchIsNoDeadlineError(t *testing.T) {
 			rt := stack.New(limit, newTracer(t, tp).StackOptions()...)(s.Base)
 			req, err := http.NewRequest(http.MethodGet, s.URL+"/api/v1/pods?watch=true", nil)
 			require.NoError(t, err)
+			start := time.Now()
 			resp, err := rt.RoundTrip(req)
 			require.NoError(t, err)
 			read := make(chan time.Duration)
 			go func() {
-				start := time.Now()
 				buf := make([]byte, 64)
 				for {
 					if _, err := resp.Body.Read(buf); err != nil {
@@ -308,6 +312,124 @@ func TestWatchIsNoDeadlineError(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOutcomes: how the spans end on the paths a response can take.
+func TestOutcomes(t *testing.T) {
+	// ended returns the call span and its attempts, each ended once.
+	ended := func(t *testing.T, rec *tracetest.SpanRecorder) (sdktrace.ReadOnlySpan, []sdktrace.ReadOnlySpan) {
+		t.Helper()
+		require.Len(t, rec.Started(), len(rec.Ended()), "every span started has ended")
+		return tree(t, rec.Ended())
+	}
+	base := func(t *testing.T) http.RoundTripper {
+		b, err := transport.New()
+		require.NoError(t, err)
+		t.Cleanup(b.CloseIdleConnections)
+		return b
+	}
+
+	t.Run("body cut after the headers", func(t *testing.T) {
+		u, _ := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "100")
+			_, _ = io.WriteString(w, "partial")
+			w.(http.Flusher).Flush()
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if assert.NoError(t, err) {
+				_ = conn.Close()
+			}
+		}))
+		tp, rec := recorder(t)
+		rt := stack.New(5*time.Second, newTracer(t, tp).StackOptions()...)(base(t))
+		_, err := get(t, rt, context.Background(), u)
+		require.Error(t, err)
+		call, attempts := ended(t, rec)
+		require.Len(t, attempts, 1)
+		for _, sp := range []sdktrace.ReadOnlySpan{call, attempts[0]} {
+			a := attrs(sp)
+			assert.Equal(t, codes.Error, sp.Status().Code, sp.SpanKind())
+			assert.Equal(t, int64(200), a["http.response.status_code"].AsInt64(), "the status was received")
+			assert.Equal(t, "eof", a["error.type"].AsString())
+		}
+	})
+
+	t.Run("upgrade", func(t *testing.T) {
+		tp, rec := recorder(t)
+		rt := stack.New(5*time.Second, newTracer(t, tp).StackOptions()...)(base(t))
+		rwc := contract.Upgrade(t, rt, contract.UpgradeServer(t))
+		call, attempts := ended(t, rec)
+		require.Len(t, attempts, 1, "the spans end at the 101")
+		assert.Equal(t, int64(101), attrs(call)["http.response.status_code"].AsInt64())
+		_, err := rwc.Write([]byte("hello\n"))
+		require.NoError(t, err)
+		line := make([]byte, len("echo: hello\n"))
+		_, err = io.ReadFull(rwc, line)
+		require.NoError(t, err)
+		assert.Equal(t, "echo: hello\n", string(line), "the connection is the caller's")
+		require.NoError(t, rwc.Close())
+		assert.Len(t, rec.Ended(), 2)
+	})
+
+	t.Run("status retried", func(t *testing.T) {
+		var calls atomic.Int32
+		srv := testserver.Pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if calls.Add(1) == 1 {
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = io.WriteString(w, "ok")
+		}))[0]
+		tp, rec := recorder(t)
+		rt := stack.New(5*time.Second, append(newTracer(t, tp).StackOptions(),
+			stack.WithRetryOptions(retry.WithStatusRetry(), retry.WithBackoff(func(int) time.Duration { return 0 })))...)(srv.Base)
+		status, err := get(t, rt, context.Background(), srv.URL)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, status)
+		call, attempts := ended(t, rec)
+		require.Len(t, attempts, 2)
+		assert.Equal(t, "503", attrs(attempts[0])["error.type"].AsString(), "retry drained and closed the 503's body")
+		assert.Equal(t, codes.Error, attempts[0].Status().Code)
+		assert.Equal(t, int64(503), kvs(call.Events()[0].Attributes...)["http.response.status_code"].AsInt64(), "the retry event names the status retried")
+		assert.Equal(t, codes.Unset, call.Status().Code)
+	})
+
+	t.Run("short request body", func(t *testing.T) {
+		srv := testserver.Pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))[0]
+		tp, rec := recorder(t)
+		rt := stack.New(5*time.Second, newTracer(t, tp).StackOptions()...)(srv.Base)
+		req, err := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("short")))
+		require.NoError(t, err)
+		req.ContentLength = 100
+		_, err = rt.RoundTrip(req)
+		require.Error(t, err)
+		call, attempts := ended(t, rec)
+		require.Len(t, attempts, 1)
+		for _, sp := range []sdktrace.ReadOnlySpan{call, attempts[0]} {
+			assert.Equal(t, "request_body", attrs(sp)["error.type"].AsString(), "%v: %s", sp.SpanKind(), sp.Status().Description)
+		}
+	})
+
+	t.Run("the call ends with its last attempt's error", func(t *testing.T) {
+		u, p := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		p.SetFault(faultproxy.Stall)
+		tp, rec := recorder(t)
+		rt := stack.New(200*time.Millisecond, append(newTracer(t, tp).StackOptions(),
+			stack.WithRetryOptions(retry.WithBackoff(func(int) time.Duration {
+				// Between the attempts: the first timed out; the next
+				// connections are reset.
+				p.SetFault(faultproxy.ResetBeforeForward)
+				return 0
+			})))...)(base(t))
+		_, err := get(t, rt, context.Background(), u)
+		require.Error(t, err)
+		call, attempts := ended(t, rec)
+		require.Len(t, attempts, retry.DefaultMaxAttempts)
+		assert.Equal(t, "timeout", attrs(attempts[0])["error.type"].AsString())
+		last := attempts[len(attempts)-1]
+		assert.Equal(t, "connection_reset", attrs(last)["error.type"].AsString(), last.Status().Description)
+		assert.Equal(t, "connection_reset", attrs(call)["error.type"].AsString(), "not the first attempt's timeout")
+		assert.Equal(t, "attempts", attrs(call)[tracing.RetryStopKey].AsString())
+	})
 }
 
 // TestCallerCancels: a caller that cancels while reading the body ends
@@ -442,6 +564,7 @@ func TestNewBadInput(t *testing.T) {
 	// A nil Tracer, from an unchecked error, fails requests; it does not
 	// panic.
 	var none *tracing.Tracer
-	contract.Refuses(t, context.Background(), stack.New(time.Second, none.StackOptions()...),
-		"tracing: StackOptions of a nil *Tracer: tracing.New returned an error")
+	want := "tracing: StackOptions of a nil or zero *Tracer: make it with tracing.New, and check its error"
+	contract.Refuses(t, context.Background(), stack.New(time.Second, none.StackOptions()...), want)
+	contract.Refuses(t, context.Background(), stack.New(time.Second, new(tracing.Tracer).StackOptions()...), want)
 }
