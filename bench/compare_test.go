@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/httptrace/otelhttptrace"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/kubewire/kubewire/metrics"
@@ -94,10 +95,13 @@ func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { ret
 func (discard) Shutdown(context.Context) error                             { return nil }
 
 // otelHTTP wraps rt in otelhttp's transport with its httptrace client trace
-// (otelhttptrace), as users trace client-go today.
+// (otelhttptrace), as users trace client-go today. It sends the W3C trace
+// context, as package tracing does by default: otelhttp's default is the
+// global propagator, which sends nothing until a program sets one.
 func otelHTTP(tp *sdktrace.TracerProvider, rt http.RoundTripper) http.RoundTripper {
 	return otelhttp.NewTransport(rt,
 		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithClientTrace(func(ctx context.Context) *httptrace.ClientTrace {
 			return otelhttptrace.NewClientTrace(ctx, otelhttptrace.WithTracerProvider(tp))
 		}),
