@@ -72,10 +72,10 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// TestCallAndAttemptMiddleware: call middleware sees a call once, attempt
-// middleware sees each attempt, and pooltrace's and timeout's observers
-// find the attempt's context on the request they report.
-func TestCallAndAttemptMiddleware(t *testing.T) {
+// holdsFirst starts a server that holds its first request until the
+// client gives up on it and answers the others at once, and returns the
+// count of requests it received. It stops when t ends.
+func holdsFirst(t *testing.T) (*httptest.Server, *atomic.Int32) {
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
@@ -84,7 +84,15 @@ func TestCallAndAttemptMiddleware(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+// TestCallAndAttemptMiddleware: call middleware sees a call once, attempt
+// middleware sees each attempt, and pooltrace's and timeout's observers
+// find the attempt's context on the request they report.
+func TestCallAndAttemptMiddleware(t *testing.T) {
+	srv, calls := holdsFirst(t)
 	base, err := transport.New()
 	require.NoError(t, err)
 	defer base.CloseIdleConnections()
@@ -123,6 +131,7 @@ func TestCallAndAttemptMiddleware(t *testing.T) {
 	assert.EqualValues(t, 1, call.count.Load(), "one call")
 	assert.EqualValues(t, 1, call2.count.Load(), "one call, second call middleware")
 	assert.EqualValues(t, 2, attempt.count.Load(), "two attempts")
+	assert.EqualValues(t, 2, calls.Load(), "the server saw both")
 	assert.True(t, call2.below.Load(), "the first call middleware given is outermost")
 	assert.True(t, attempt.below.Load(), "attempt middleware is below call middleware")
 	mu.Lock()
@@ -137,15 +146,7 @@ func TestCallAndAttemptMiddleware(t *testing.T) {
 // its own timeout, on a connection pooltrace names; retry sends the second,
 // which gets a whole timeout again, is traced again, and succeeds.
 func TestEachAttemptItsOwnTimeout(t *testing.T) {
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if calls.Add(1) == 1 {
-			<-r.Context().Done()
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
-	defer srv.Close()
+	srv, calls := holdsFirst(t)
 
 	var mu sync.Mutex
 	var attempts []pooltrace.Attempt
