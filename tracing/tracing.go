@@ -172,9 +172,9 @@ type callSpan struct {
 	ended    atomic.Bool
 }
 
-// attemptSpan is the span of one attempt. It doubles as the response body
-// wrapper, which ends it, and the call's span when the response is the
-// call's, saving an allocation per request.
+// attemptSpan is the span of one attempt. It doubles as the wrapper of the
+// response body, saving an allocation per request: the body's end ends the
+// span, and the call's too when the response is the call's.
 type attemptSpan struct {
 	trace.Span
 	n       int                  // the attempt's number, 1 for the first
