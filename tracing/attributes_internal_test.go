@@ -16,10 +16,13 @@ import (
 )
 
 // TestEndAttributesFit: the attributes an attempt's span ends with fill the
-// slice made for them exactly, whatever the attempt saw: a miscount costs
-// a second allocation per request, and a span copies its attributes again.
+// slice made for them exactly, and fit the buffer endAttributes builds them
+// in, whatever the attempt saw: more would move the buffer to the heap, and
+// a span copies its attributes again.
 func TestEndAttributesFit(t *testing.T) {
-	request := []attribute.KeyValue{attribute.String("a", "a"), attribute.String("b", "b")}
+	// The most a request has: an unknown method and its original, the
+	// server's address and port, and url.full.
+	request := []attribute.KeyValue{attribute.String("a", "a"), attribute.String("b", "b"), attribute.String("c", "c"), attribute.String("d", "d"), attribute.String("e", "e")}
 	type state struct {
 		n                        int
 		hasConn, reused, wasIdle bool
@@ -27,7 +30,7 @@ func TestEndAttributesFit(t *testing.T) {
 	}
 	var states []state
 	for _, n := range []int{1, 2} {
-		for _, c := range []state{{}, {hasConn: true}, {hasConn: true, reused: true}, {hasConn: true, reused: true, wasIdle: true}, {hasConn: true, resends: 1}} {
+		for _, c := range []state{{}, {hasConn: true}, {hasConn: true, reused: true}, {hasConn: true, reused: true, wasIdle: true}, {hasConn: true, resends: 1}, {hasConn: true, reused: true, wasIdle: true, resends: 1}} {
 			c.n = n
 			states = append(states, c)
 		}
@@ -49,6 +52,9 @@ func TestEndAttributesFit(t *testing.T) {
 			attrs := as.endAttributes(o.status, o.err)
 			if len(attrs) != cap(attrs) {
 				t.Errorf("%+v, status %d, error %v: %d attributes in a slice of %d", st, o.status, o.err, len(attrs), cap(attrs))
+			}
+			if len(attrs) > maxAttemptAttributes {
+				t.Errorf("%+v, status %d, error %v: %d attributes, more than maxAttemptAttributes", st, o.status, o.err, len(attrs))
 			}
 		}
 	}

@@ -285,13 +285,16 @@ func (rt *attemptRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// maxAttemptAttributes bounds the attributes of an attempt's span: five of
+// the request, and at most nine of the attempt.
+const maxAttemptAttributes = 14
+
 // endAttributes sets the span's status and returns the attributes end
-// records.
+// records, in a slice of their exact length: the span copies them into one
+// of its own, so each one costs twice.
 func (as *attemptSpan) endAttributes(status int, err error) []attribute.KeyValue {
-	// Sized to fit, as the span's own copy will be: a span costs its
-	// attributes twice.
-	attrs := make([]attribute.KeyValue, 0, as.attributes(status, err))
-	attrs = append(attrs, as.request...)
+	var buf [maxAttemptAttributes]attribute.KeyValue // on the stack
+	attrs := append(buf[:0], as.request...)
 	attrs = append(attrs, AttemptKey.Int(as.n))
 	if as.n > 1 {
 		attrs = append(attrs, semconv.HTTPRequestResendCount(as.n-1))
@@ -308,36 +311,10 @@ func (as *attemptSpan) endAttributes(status int, err error) []attribute.KeyValue
 	if err != nil && !canceled(err) {
 		attrs = append(attrs, FailureClassKey.String(label(classLabels, retry.Classify(err))))
 	}
-	return outcome(as.Span, attrs, status, err)
-}
-
-// attributes returns how many attributes end records.
-func (as *attemptSpan) attributes(status int, err error) int {
-	n := len(as.request) + 1
-	if as.n > 1 {
-		n++
-	}
-	if as.hasConn {
-		n += 2
-		if as.reused && as.wasIdle {
-			n++
-		}
-	}
-	if as.resends > 0 {
-		n++
-	}
-	if err != nil && status > 0 {
-		n++
-	}
-	switch {
-	case err != nil && canceled(err):
-		n++
-	case err != nil, status >= 400:
-		n += 2
-	case status > 0:
-		n++
-	}
-	return n
+	attrs = outcome(as.Span, attrs, status, err)
+	exact := make([]attribute.KeyValue, len(attrs))
+	copy(exact, attrs)
+	return exact
 }
 
 // Read reads the response body; the span ends at its end or error.
