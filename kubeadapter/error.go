@@ -35,22 +35,39 @@ import (
 // example under WithRetryOptions(retry.WithMaxAttempts(1)), which hands
 // retries back to client-go.
 //
-// The text differs from the retry error's only in those words: "connection
+// A call middleware (stack.WithCallMiddleware) that wraps the retry error,
+// as fmt.Errorf("...: %w", err) does, keeps its words and its types: the
+// Error holds the whole chain the stack returned, and says and reaches
+// what it does, with the same exceptions.
+//
+// The text differs from the stack's error only in those words: "connection
 // reset by peer" reads "connection reset by the peer", "use of closed
 // network connection" reads "closed network connection used", and so on.
 type Error struct {
 	// Retry is the error of the retry middleware; never nil in an Error the
 	// stack returns.
 	Retry *retry.Error
+	// err is what the stack returned: Retry, or a call middleware's error
+	// that wraps it. Nil in an Error made by hand, which then stands for
+	// Retry alone.
+	err error
 }
 
-func (e *Error) Error() string { return neutral(e.Retry.Error()) }
+// chain returns the error the stack returned.
+func (e *Error) chain() error {
+	if e.err != nil {
+		return e.err
+	}
+	return e.Retry
+}
 
-// Is reports whether any cause is target.
-func (e *Error) Is(target error) bool { return errors.Is(e.Retry, target) }
+func (e *Error) Error() string { return neutral(e.chain().Error()) }
 
-// As finds the retry error, or a cause of the target's type other than a
-// syscall.Errno.
+// Is reports whether any error in the chain is target.
+func (e *Error) Is(target error) bool { return errors.Is(e.chain(), target) }
+
+// As finds the retry error, or an error in the chain of the target's type
+// other than a syscall.Errno.
 func (e *Error) As(target any) bool {
 	switch t := target.(type) {
 	case **retry.Error:
@@ -59,7 +76,7 @@ func (e *Error) As(target any) bool {
 	case *syscall.Errno:
 		return false
 	}
-	return errors.As(e.Retry, target)
+	return errors.As(e.chain(), target)
 }
 
 // Timeout reports whether the retry error is a timeout.

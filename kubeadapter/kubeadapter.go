@@ -357,13 +357,26 @@ func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// Two allocations: the context and the request's copy.
 	resp, err := s.next.RoundTrip(req.WithContext(context.WithValue(req.Context(), acting{}, acting{req.URL})))
-	if re, ok := err.(*retry.Error); ok && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
-		return nil, &Error{Retry: re}
+	if err != nil {
+		return nil, clientGoError(err)
 	}
-	if err == nil && retry.MaybeApplied(resp) && !dryRun(req) {
+	if retry.MaybeApplied(resp) && !dryRun(req) {
 		sayMaybeApplied(resp)
 	}
-	return resp, err
+	return resp, nil
+}
+
+// clientGoError returns the error to hand client-go for err, the stack's:
+// an [*Error] when the stack retried the request, or refused to because
+// the budget was spent, else err. A call middleware
+// (stack.WithCallMiddleware) may have wrapped the retry error, and
+// client-go searches the whole chain.
+func clientGoError(err error) error {
+	var re *retry.Error
+	if errors.As(err, &re) && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
+		return &Error{Retry: re, err: err}
+	}
+	return err
 }
 
 // failing reports a configuration error for every request, without sending

@@ -156,13 +156,22 @@ func note(s *metav1.Status) {
 	})
 }
 
-// dryRun reports whether req is a dry run by its query (dryRunAll, as
-// Resendable reads it): a refusal of its re-sent copy says nothing of an
-// earlier copy, which applied nothing. A DELETE's body may also ask for
-// one; that is not read here, and such a refusal still gets the note,
-// which then overstates.
+// dryRun reports whether req is certainly a dry run, read as the API
+// server reads it (dryRunAll, as Resendable reads it): a refusal of its
+// re-sent copy says nothing of an earlier copy, which applied nothing. A
+// DELETE with a body is a dry run by its DeleteOptions' dryRun alone, since
+// the API server then ignores the query; a body that cannot be read or
+// decoded is not known to be one, and its refusal gets the note.
 func dryRun(req *http.Request) bool {
-	return req.URL != nil && dryRunAll(req.URL.Query()["dryRun"])
+	if req.URL == nil {
+		return false
+	}
+	query := req.URL.Query()
+	if req.Method == http.MethodDelete {
+		opts, ok := deleteOptions(req, query)
+		return ok && dryRunAll(opts.DryRun)
+	}
+	return dryRunAll(query["dryRun"])
 }
 
 // errReader fails every read with err.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	cborserializer "k8s.io/apimachinery/pkg/runtime/serializer/cbor"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/internal/faultproxy"
@@ -173,4 +174,60 @@ func TestIsMaybeApplied(t *testing.T) {
 	invalid.ErrStatus.Details.Causes = append(invalid.ErrStatus.Details.Causes, metav1.StatusCause{Type: kubeadapter.CauseTypeMaybeApplied})
 	assert.True(t, kubeadapter.IsMaybeApplied(invalid))
 	assert.False(t, kubeadapter.IsMaybeApplied(&apierrors.StatusError{}), "a Status without details")
+}
+
+// TestMaybeAppliedDeleteReadsBody: a DELETE guarded by a precondition in
+// its body, whose answer is lost after the server deleted the object, is
+// sent again and refused with 404. The API server ignores the query of a
+// DELETE with a body, so dryRun=All there made no dry run: the refusal
+// says the earlier copy may have been applied. Before the fix the query
+// was read, and the 404 came with no note. A dry run asked in the body
+// applies nothing, and its refusal gets no note.
+func TestMaybeAppliedDeleteReadsBody(t *testing.T) {
+	for _, tt := range []struct {
+		name, dryRun, body string
+		want               bool
+	}{
+		{"dryRun in the query", "All", `{"preconditions":{"uid":"u1"}}`, true},
+		{"dryRun in the body", "", `{"dryRun":["All"],"preconditions":{"uid":"u1"}}`, false},
+		{"dryRun in both", "All", `{"dryRun":["All"],"preconditions":{"uid":"u1"}}`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var copies atomic.Int32
+			u, proxy := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				if r.Method == http.MethodDelete {
+					assert.Equal(t, tt.dryRun, r.URL.Query().Get("dryRun"))
+				}
+				if r.Method == http.MethodDelete && copies.Add(1) > 1 {
+					w.WriteHeader(http.StatusNotFound)
+					_, _ = io.WriteString(w, `{"apiVersion":"v1","kind":"Status","status":"Failure","message":"configmaps \"cm\" not found","reason":"NotFound","details":{"name":"cm","kind":"configmaps"},"code":404}`)
+					return
+				}
+				_, _ = io.WriteString(w, `{"apiVersion":"v1","kind":"Status","status":"Success"}`)
+			}))
+			base, err := transport.New()
+			require.NoError(t, err)
+			t.Cleanup(base.CloseIdleConnections)
+			cfg := &rest.Config{Host: u, Transport: kubeadapter.Wrap()(base),
+				ContentConfig: rest.ContentConfig{NegotiatedSerializer: scheme.Codecs.WithoutConversion(), GroupVersion: &schema.GroupVersion{Version: "v1"}},
+				APIPath:       "/api"}
+			client, err := rest.RESTClientFor(cfg)
+			require.NoError(t, err)
+			require.NoError(t, client.Get().AbsPath("/api/v1/namespaces/ns/configmaps/cm").Do(t.Context()).Error())
+
+			proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+			del := client.Delete().AbsPath("/api/v1/namespaces/ns/configmaps/cm")
+			if tt.dryRun != "" {
+				del.Param("dryRun", tt.dryRun)
+			}
+			err = del.SetHeader("Content-Type", "application/json").Body([]byte(tt.body)).Do(t.Context()).Error()
+			require.Error(t, err)
+			assert.Equal(t, int32(2), copies.Load(), "the guarded delete was sent again")
+			assert.True(t, apierrors.IsNotFound(err), "%v", err)
+			assert.Equal(t, tt.want, kubeadapter.IsMaybeApplied(err), "%v", err)
+			assert.Equal(t, tt.want, strings.Contains(err.Error(), "the earlier copy may have been applied"), "%v", err)
+		})
+	}
 }

@@ -224,20 +224,36 @@ func patchResendable(req *http.Request, query url.Values) bool {
 }
 
 func deleteResendable(req *http.Request, query url.Values) bool {
-	body, ok := readBody(req)
+	opts, ok := deleteOptions(req, query)
 	if !ok {
 		return false
 	}
+	if dryRunAll(opts.DryRun) {
+		return true
+	}
+	p := opts.Preconditions
+	return p != nil && (p.UID != nil && *p.UID != "" || p.ResourceVersion != nil && *p.ResourceVersion != "")
+}
+
+// deleteOptions returns the DeleteOptions of req, a DELETE, as the API
+// server reads them: from the body when there is one, which makes it
+// ignore the query, else from the query, where only dryRun counts here
+// (preconditions cannot be given there). It reports false when the body
+// cannot be read or decoded.
+func deleteOptions(req *http.Request, query url.Values) (metav1.DeleteOptions, bool) {
+	var opts metav1.DeleteOptions
+	body, ok := readBody(req)
+	if !ok {
+		return opts, false
+	}
 	if len(body) == 0 {
-		// Without a body, the API server reads DeleteOptions from the
-		// query; preconditions cannot be given there.
-		return dryRunAll(query["dryRun"])
+		opts.DryRun = query["dryRun"]
+		return opts, true
 	}
 	mt, ok := mediaType(req, runtime.ContentTypeJSON)
 	if !ok {
-		return false
+		return opts, false
 	}
-	var opts metav1.DeleteOptions
 	switch mt {
 	case runtime.ContentTypeJSON:
 		ok = decodeJSON(body, &opts)
@@ -250,16 +266,9 @@ func deleteResendable(req *http.Request, query url.Values) bool {
 		// them, which fails closed.
 		ok = direct.Unmarshal(body, &opts) == nil
 	default:
-		return false
+		ok = false
 	}
-	if !ok {
-		return false
-	}
-	if dryRunAll(opts.DryRun) {
-		return true
-	}
-	p := opts.Preconditions
-	return p != nil && (p.UID != nil && *p.UID != "" || p.ResourceVersion != nil && *p.ResourceVersion != "")
+	return opts, ok
 }
 
 // mediaType returns the media type of req's Content-Type, lower case and

@@ -225,9 +225,14 @@ func WithObserver(f func(Decision)) Option {
 // harmless to repeat (a second DELETE removes an object re-created under
 // the name meanwhile); kubeadapter installs Kubernetes' rule, which
 // re-sends a write only when its own precondition makes a second copy
-// harmless. f is called only after such a failure, on the request's
-// goroutine; it must not consume the request's body (it may read a copy
-// from GetBody). Must not be nil.
+// harmless. The rule holds for net/http's own re-sends too: a write that
+// carries an Idempotency-Key or X-Idempotency-Key header, which net/http
+// would re-send by itself, is not re-sent by it when f refuses it (the
+// header then reaches the transport under its lower-case key, with the
+// same bytes on the wire). f is called after such a failure, and before
+// the first attempt of a write with one of those headers, on the
+// request's goroutine; it must not consume the request's body (it may
+// read a copy from GetBody). Must not be nil.
 func WithResendable(f func(*http.Request) bool) Option {
 	return optionFunc(func(c *config) {
 		if f == nil {

@@ -24,7 +24,8 @@
 // -read-timeout (default 30s) to send a request, headers and body; the
 // gateway works on it for at most -request-timeout (default 50s), then
 // answers 503, and must have written the answer -write-timeout (default
-// 60s, more than -request-timeout) after the headers arrived; a
+// 60s, more than -read-timeout and -request-timeout) after the headers
+// arrived; a
 // keep-alive connection waits -idle-timeout (default 120s) for its next
 // request. Behind a load balancer, keep -idle-timeout above the
 // balancer's own (by default 60s for AWS's ALB and for nginx), so that
@@ -81,6 +82,7 @@ import (
 	"os/signal"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -139,6 +141,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "gateway: -%s must be positive, got %v\n", f.name, f.d)
 			return 2
 		}
+	}
+	if *readTimeout >= *writeTimeout {
+		// A body that stops coming is answered 408 when -read-timeout,
+		// counted from the request's first byte, runs out; -write-timeout,
+		// counted from the end of its headers, must not have run out by
+		// then, or the 408 cannot be written: its caller sees the
+		// connection closed.
+		fmt.Fprintf(stderr, "gateway: -read-timeout %v must be less than -write-timeout %v\n", *readTimeout, *writeTimeout)
+		return 2
 	}
 	if *requestTimeout >= *writeTimeout {
 		// Else a request that runs out of time has no time left to be
@@ -539,17 +550,39 @@ func reply(w http.ResponseWriter, code int, body any) {
 // header, under which the whole chain is logged. The chain stays in the
 // log because a transport error names the API server's URL and the
 // addresses of its connection, which are no business of an HTTP caller.
+// The log line comes after the answer and says whether it was written:
+// one that could not be (its caller went away, the write deadline passed)
+// reaches no one, and the line says answered=false with the write's error.
 func fail(w http.ResponseWriter, r *http.Request, log logr.Logger, err error) {
 	id := rand.Text()
 	code := statusOf(err)
+	w.Header().Set("X-Request-Id", id)
 	kv := []any{"id", id, "method", r.Method, "path", r.URL.Path, "status", code}
+	if werr := writeAnswer(w, code, map[string]string{"kind": driver.KindOf(err).String(), "error": publicMessage(err), "id": id}); werr != nil {
+		kv = append(kv, "answered", false, "writeErr", werr)
+	}
 	if code >= http.StatusInternalServerError {
 		log.Error(err, "request failed", kv...)
 	} else {
 		log.Info("request refused", append(kv, "err", err)...)
 	}
-	w.Header().Set("X-Request-Id", id)
-	reply(w, code, map[string]string{"kind": driver.KindOf(err).String(), "error": publicMessage(err), "id": id})
+}
+
+// writeAnswer writes body as JSON with code, and flushes it to the connection,
+// so that a failed write is known: it returns the write's error.
+func writeAnswer(w http.ResponseWriter, code int, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(code)
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return http.NewResponseController(w).Flush()
 }
 
 // publicMessage is what a caller is told of err: the driver's operation,

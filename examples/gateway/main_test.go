@@ -292,7 +292,10 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"-write-timeout", "0s"}, "gateway: -write-timeout must be positive, got 0s"},
 		{[]string{"-idle-timeout", "-5m"}, "gateway: -idle-timeout must be positive, got -5m0s"},
 		{[]string{"-request-timeout", "1m"}, "gateway: -request-timeout 1m0s must be less than -write-timeout 1m0s"},
-		{[]string{"-write-timeout", "10s"}, "gateway: -request-timeout 50s must be less than -write-timeout 10s"},
+		{[]string{"-write-timeout", "10s"}, "gateway: -read-timeout 30s must be less than -write-timeout 10s"},
+		{[]string{"-write-timeout", "40s"}, "gateway: -request-timeout 50s must be less than -write-timeout 40s"},
+		{[]string{"-read-timeout", "2s", "-request-timeout", "500ms", "-write-timeout", "1s"}, "gateway: -read-timeout 2s must be less than -write-timeout 1s"},
+		{[]string{"-read-timeout", "1s", "-request-timeout", "500ms", "-write-timeout", "1s"}, "gateway: -read-timeout 1s must be less than -write-timeout 1s"},
 	} {
 		errOut.Reset()
 		assert.Equal(t, 2, run(context.Background(), tt.give, &errOut), "%v", tt.give)

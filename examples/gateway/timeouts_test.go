@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/test/kubetest"
 )
 
@@ -92,4 +97,46 @@ func TestRunRequestTimeout(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, got)
 	assert.Equal(t, "unavailable", got.Kind)
 	assert.Equal(t, "driver: get sandbox "+ns.Name+"/beta: unavailable", got.Error)
+}
+
+// TestFailLogsWhatTheClientGot: an error answer that cannot be written
+// (here its write deadline has passed, as when -write-timeout runs out
+// before -read-timeout) reaches no one, and the log line says so. Before
+// the fix the line was written before the answer and said status=408
+// while the client got a closed connection.
+func TestFailLogsWhatTheClientGot(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		deadline time.Duration // the write deadline, from the answer
+		answered bool
+	}{
+		{"written", time.Minute, true},
+		{"write deadline passed", -time.Second, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logged syncBuffer
+			log := logr.FromSlogHandler(slog.NewTextHandler(&logged, nil))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				assert.NoError(t, http.NewResponseController(w).SetWriteDeadline(time.Now().Add(tt.deadline)))
+				fail(w, r, log, &driver.Error{Op: "create", Namespace: "ns", Kind: driver.KindInvalidArgument,
+					Err: &bodyError{os.ErrDeadlineExceeded}})
+			}))
+			t.Cleanup(srv.Close)
+			resp, err := srv.Client().Post(srv.URL+"/v1/namespaces/ns/sandboxes", "application/json", strings.NewReader("{}"))
+			if tt.answered {
+				require.NoError(t, err)
+				var body map[string]string
+				require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+				require.NoError(t, resp.Body.Close())
+				assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+				assert.Equal(t, resp.Header.Get("X-Request-Id"), body["id"])
+				assert.NotContains(t, logged.String(), "answered=false")
+			} else {
+				require.Error(t, err, "the client got no answer")
+				assert.Contains(t, logged.String(), "answered=false")
+				assert.Contains(t, logged.String(), "writeErr=")
+			}
+			assert.Contains(t, logged.String(), "status=408")
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/test/kubetest"
 )
 
@@ -82,10 +84,11 @@ func TestOneRetryLayer(t *testing.T) {
 		host     string
 		err      error
 	}
-	get := func(t *testing.T, apply bool) result {
+	get := func(t *testing.T, apply bool, opts ...kubeadapter.Option) result {
 		cfg, proxy := kubetest.Proxied(t, env.Config(t))
 		if apply {
-			require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 }))))
+			opts = append(opts, kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 })))
+			require.NoError(t, kubeadapter.Apply(cfg, opts...))
 		}
 		cs, err := kubernetes.NewForConfig(cfg)
 		require.NoError(t, err)
@@ -119,7 +122,39 @@ func TestOneRetryLayer(t *testing.T) {
 	assert.ErrorAs(t, err, &pe, "the causes' types stay reachable")
 	assert.True(t, errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF),
 		"errors.Is sees the causes: %v", re.Causes)
+
+	// A call middleware that wraps the error, as Go code does, leaves one
+	// retry layer too. Before kubeadapter.Error looked through the
+	// wrapping, client-go found ECONNRESET in it and retried ten more
+	// times, each retried by kubewire again: 33 attempts in 11.8s.
+	audited := get(t, true, kubeadapter.WithStackOptions(stack.WithCallMiddleware(auditErrors)))
+	t.Logf("with a wrapping call middleware: %d attempts: %v", audited.attempts, audited.err)
+	assert.Equal(t, retry.DefaultMaxAttempts, audited.attempts, "attempts with a wrapping call middleware")
+	err = audited.err
+	assert.False(t, utilnet.IsConnectionReset(err), "IsConnectionReset")
+	assert.False(t, utilnet.IsProbableEOF(err), "IsProbableEOF")
+	require.ErrorAs(t, err, &ke)
+	require.ErrorAs(t, err, &re)
+	assert.Contains(t, err.Error(), "audit: GET /api/v1/namespaces/default: retry: GET failed after", "the middleware's words stay")
+	var ae *auditError
+	assert.ErrorAs(t, err, &ae, "the middleware's types stay reachable")
 }
+
+// auditErrors is a call middleware that wraps each error it passes on.
+func auditErrors(next http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(req)
+		if err != nil {
+			return nil, &auditError{fmt.Errorf("audit: %s %s: %w", req.Method, req.URL.Path, err)}
+		}
+		return resp, nil
+	})
+}
+
+type auditError struct{ err error }
+
+func (e *auditError) Error() string { return e.err.Error() }
+func (e *auditError) Unwrap() error { return e.err }
 
 // TestRetriesOffLeavesClientGo: with kubewire's retries off
 // (retry.WithMaxAttempts(1)), client-go retries the GET as it would
