@@ -5,11 +5,7 @@ GO ?= go
 # second run takes seconds.
 ENVTEST_K8S_VERSION := 1.37.2
 ENVTEST_DIR ?= $(abspath $(shell $(GO) env GOCACHE)/../kubewire-envtest/$(ENVTEST_K8S_VERSION))
-# The agent-sandbox v0.4.6 controller (v1alpha1 only) and its CRD, built by
-# the tools module in hack/agentsandbox for the driver tests; the release in
-# go.mod runs in-process.
-AGENTSANDBOX_DIR ?= $(ENVTEST_DIR)/agent-sandbox-v0.4.6
-TEST_ENV = KUBEBUILDER_ASSETS=$(ENVTEST_DIR) KUBEWIRE_AGENT_SANDBOX_V1ALPHA1=$(AGENTSANDBOX_DIR)
+TEST_ENV = KUBEBUILDER_ASSETS=$(ENVTEST_DIR)
 
 # The newest Go release the suite also runs on; `make test` uses the Go in
 # PATH. Go fetches the toolchain from the module proxy the first time.
@@ -29,6 +25,15 @@ PKGS := $(addsuffix /...,$(MODULES))
 # tests included, on its own (hack/clientgo.sh).
 CLIENTGO_RELEASES ?= v0.35.10 v0.36.6 v0.37.2
 
+# The agent-sandbox releases the driver supports besides the one in its
+# go.mod (v0.5.6, the oldest): the driver's suites run on each, API server
+# tests with that release's controller included, and not in the workspace
+# run, which would repeat them (hack/sandboxes.sh).
+SANDBOX_RELEASES ?= v1.0.3
+SANDBOX_FLOOR ?= floor
+SANDBOX_MODULES := ./driver ./test/driver
+WORKSPACE_PKGS := $(addsuffix /...,$(filter-out $(SANDBOX_MODULES),$(MODULES)))
+
 # The timing-sensitive packages `make stress` runs under load.
 STRESS_PKGS ?= ./transport ./timeout ./pooltrace ./retry ./stack ./kubeadapter ./metrics ./tracing/... ./test/tracing/... ./driver/... ./internal/... ./cmd/kubewire/... ./test/kubetest/... ./test/kubeadapter/... ./test/driver/... ./test/probe/...
 STRESS_COUNT ?= 20
@@ -37,22 +42,24 @@ STRESS_COUNT ?= 20
 # ran past it.
 STRESS_TIMEOUT ?= 2h
 
-.PHONY: test test-go1.27 ci tidy vet envtest agentsandbox stress repro bench fmt soak clientgo otel-floor release-check
+.PHONY: test test-go1.27 ci tidy vet envtest stress repro bench fmt soak clientgo sandboxes otel-floor release-check
 
 # Checks of the go.mod files and of users' module graphs, which do not
 # depend on the Go release: the Go 1.27 run skips them.
 MODULE_CHECKS ?= tidy release-check
 
-test: vet $(MODULE_CHECKS) envtest agentsandbox
-	$(TEST_ENV) $(GO) test -race -count=1 $(PKGS)
+test: vet $(MODULE_CHECKS) envtest
+	$(TEST_ENV) $(GO) test -race -count=1 $(WORKSPACE_PKGS)
 	$(MAKE) otel-floor
 	$(MAKE) clientgo
+	$(MAKE) sandboxes
 
 # The same suite on the next Go release. The envtest binaries are shared:
 # hack/envtest.sh always builds them with the Go in PATH. The client-go
-# matrix and the module checks run once, with the Go in PATH.
+# matrix and the module checks run once, with the Go in PATH; the driver's
+# suites run on the newest agent-sandbox release only.
 test-go1.27:
-	GOTOOLCHAIN=$(GO_NEXT) $(MAKE) test CLIENTGO_RELEASES= CLIENTGO_FLOOR= MODULE_CHECKS=
+	GOTOOLCHAIN=$(GO_NEXT) $(MAKE) test CLIENTGO_RELEASES= CLIENTGO_FLOOR= MODULE_CHECKS= SANDBOX_FLOOR=
 
 ci: test test-go1.27
 
@@ -65,6 +72,11 @@ tidy:
 CLIENTGO_FLOOR ?= floor
 clientgo: envtest
 	$(TEST_ENV) hack/clientgo.sh $(CLIENTGO_FLOOR) $(CLIENTGO_RELEASES)
+
+# The driver's suites at its go.mod's agent-sandbox (the oldest it
+# supports) and at each of SANDBOX_RELEASES, without the workspace.
+sandboxes: envtest
+	$(TEST_ENV) hack/sandboxes.sh $(SANDBOX_FLOOR) $(SANDBOX_RELEASES)
 
 # tracing's suite at the OpenTelemetry release its go.mod states (the
 # oldest it supports), without the workspace, whose other modules raise it.
@@ -80,7 +92,7 @@ release-check:
 # The flakiness gate: every timing-sensitive test STRESS_COUNT times with
 # -race while a busy loop per CPU competes for the machine. It must pass
 # with 0 failures.
-stress: envtest agentsandbox
+stress: envtest
 	$(TEST_ENV) hack/stress.sh -count=$(STRESS_COUNT) -timeout=$(STRESS_TIMEOUT) $(STRESS_PKGS)
 
 vet:
@@ -91,16 +103,13 @@ vet:
 envtest:
 	@hack/envtest.sh $(ENVTEST_DIR) $(ENVTEST_K8S_VERSION)
 
-agentsandbox:
-	@hack/agentsandbox.sh $(AGENTSANDBOX_DIR)
-
 repro:
 	$(GO) run ./examples/repro
 
 # Baselines and candidates run interleaved (10 times unless -n says) and
 # benchstat compares them; ratios come from the same run. About 5 minutes on
 # 2 cores.
-bench: envtest agentsandbox
+bench: envtest
 	hack/benchratio.sh ./bench Bare Stack Kubewire RetryableHTTP OtelHTTP
 	hack/benchratio.sh ./bench Kubewire KubewireMetrics
 	hack/benchratio.sh ./bench Kubewire KubewireTracing KubewireOtelHTTP

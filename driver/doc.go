@@ -29,22 +29,26 @@
 //
 // # Releases of agent-sandbox
 //
-// The driver probes the API once: v1beta1 (agent-sandbox v0.5.0 and later)
-// or, when the API server does not serve it, v1alpha1 (v0.4.x and earlier).
-// Both are read into one view, [Sandbox], whose [Phase] is derived from the
-// intent and the conditions the controller wrote for the current
-// generation. Releases differ, and the derivation follows each:
+// The driver speaks the v1beta1 API, which agent-sandbox serves from v0.5.0
+// on and alone from v1.0.0, through the project's own types and clientset.
+// It probes the API once; a cluster that serves only v1alpha1 (v0.4.x and
+// earlier) fails every operation with an error that names the upgrade path
+// ([KindPrecondition]). A sandbox is read into one view, [Sandbox], whose
+// [Phase] is derived from the intent (spec.operatingMode) and the
+// conditions the controller wrote for the current generation
+// (docs/agent-sandbox.md has the table):
 //
 //   - Right after a stop or start every condition is stale (the patch
 //     bumped the generation): the phase is Stopping or Starting, by intent.
-//   - v0.5+: Suspended=True is Stopped; Suspended=False reason PodNotOwned
-//     means the stop cannot complete, which is Error (and Stop returns
-//     [KindPrecondition]).
-//   - v0.4.x reports Ready=True for a sandbox with replicas 0 whether or not
-//     its pod still exists: Get, List and Stop read the pod the controller
-//     names and report Stopping until it is gone.
+//   - The intent decides which conditions count: the controller keeps the
+//     Suspended condition after a resume, so a running sandbox is never
+//     Stopped, and a stopped one is Stopped only on Suspended=True.
+//   - Suspended=False reason PodNotOwned means the stop cannot complete,
+//     which is Error (and Stop returns [KindPrecondition]).
 //   - A pod that succeeded, or a sandbox that expired under shutdownPolicy
 //     Retain, is Finished: terminal, not a failure.
+//   - A reason the driver does not know is Unknown, with that reason: never
+//     guessed.
 //
 // # The workload fence
 //

@@ -29,7 +29,6 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
-	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 	sandboxfake "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned/fake"
@@ -45,15 +44,11 @@ func TestMain(m *testing.M) {
 	drivertest.Main(m)
 }
 
-var versions = []string{"v1beta1", "v1alpha1"}
-
 // requests counts every request the driver sent, reads included.
 func requests(f *drivertest.Fake) int { return len(f.Sandboxes.Actions()) + len(f.Kube.Actions()) }
 
-// sandboxes is the resource of f's served version.
-func sandboxes(f *drivertest.Fake) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: sandboxv1beta1.GroupVersion.Group, Version: f.Version, Resource: "sandboxes"}
-}
+// sandboxes is the resource the driver speaks and the fake stores.
+var sandboxes = sandboxv1beta1.GroupVersion.WithResource("sandboxes")
 
 // edit changes the stored sandbox ns/name, as another client would.
 func edit(t *testing.T, f *drivertest.Fake, ns, name string, change func(metav1.Object)) {
@@ -62,22 +57,15 @@ func edit(t *testing.T, f *drivertest.Fake, ns, name string, change func(metav1.
 	m, err := meta.Accessor(o)
 	require.NoError(t, err)
 	change(m)
-	require.NoError(t, f.Sandboxes.Tracker().Update(sandboxes(f), o, ns))
+	require.NoError(t, f.Sandboxes.Tracker().Update(sandboxes, o, ns))
 }
 
 // stored returns the view of the stored sandbox ns/name.
 func stored(t *testing.T, f *drivertest.Fake, ns, name string) (running bool, ann map[string]string) {
 	t.Helper()
-	switch o := f.Sandbox(t, ns, name).(type) {
-	case *sandboxv1beta1.Sandbox:
-		return o.Spec.OperatingMode == sandboxv1beta1.SandboxOperatingModeRunning, o.Annotations
-	case *sandboxv1alpha1.Sandbox:
-		require.NotNil(t, o.Spec.Replicas)
-		return *o.Spec.Replicas == 1, o.Annotations
-	default:
-		t.Fatalf("stored %T", o)
-	}
-	return false, nil
+	o, ok := f.Sandbox(t, ns, name).(*sandboxv1beta1.Sandbox)
+	require.True(t, ok, "stored %T", o)
+	return o.Spec.OperatingMode == sandboxv1beta1.SandboxOperatingModeRunning, o.Annotations
 }
 
 // patches returns the bodies of the sandbox merge patches sent.
@@ -98,7 +86,7 @@ func patches(t *testing.T, f *drivertest.Fake) []map[string]any {
 }
 
 func TestInvalidInputSendsNothing(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1")
+	f := drivertest.NewFake(t)
 	d := f.Driver(t, nil)
 	ctx := context.Background()
 	tests := []struct {
@@ -134,7 +122,7 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 // TestCreateRejectsBadTemplate: what the Sandbox CRD would reject fails
 // before anything is sent, naming the field and the value.
 func TestCreateRejectsBadTemplate(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1")
+	f := drivertest.NewFake(t)
 	d := f.Driver(t, nil)
 	ctr := func(names ...string) sandboxv1beta1.PodTemplate {
 		var tmpl sandboxv1beta1.PodTemplate
@@ -168,46 +156,34 @@ func TestCreateRejectsBadTemplate(t *testing.T) {
 // TestCreate: the sandbox is created running, labelled as the gateway's,
 // with the given template and admitted under the namespace's fence.
 func TestCreate(t *testing.T) {
-	for _, version := range versions {
-		t.Run(version, func(t *testing.T) {
-			f := drivertest.NewFake(t, version)
-			f.AddFence(t, "team-a", "fence-a", 2)
-			d := f.Driver(t, nil)
-			s, err := d.Create(context.Background(), "team-a", "sb", drivertest.AgentPod)
-			require.NoError(t, err)
-			assert.Equal(t, driver.Sandbox{
-				Namespace: "team-a", Name: "sb", Running: true, Phase: driver.PhaseStarting,
-				FenceUID: "fence-a", FenceGeneration: 2,
-			}, s)
-			o := f.Sandbox(t, "team-a", "sb")
-			m, err := meta.Accessor(o)
-			require.NoError(t, err)
-			assert.Equal(t, map[string]string{driver.LabelManagedBy: drivertest.DriverName, driver.LabelGateway: "gw"}, m.GetLabels())
-			ann := m.GetAnnotations()
-			assert.Equal(t, "fence-a", ann[drivertest.AnnFenceUID])
-			assert.Equal(t, "2", ann[drivertest.AnnFenceGen])
-			_, err = time.Parse(time.RFC3339, ann[drivertest.AnnBootstrap])
-			assert.NoError(t, err, "the bootstrap mark")
-			switch o := o.(type) {
-			case *sandboxv1beta1.Sandbox:
-				assert.Equal(t, drivertest.AgentPod, o.Spec.PodTemplate)
-				assert.Equal(t, sandboxv1beta1.SandboxOperatingModeRunning, o.Spec.OperatingMode)
-			case *sandboxv1alpha1.Sandbox:
-				assert.Equal(t, drivertest.AgentPod.Spec, o.Spec.PodTemplate.Spec)
-				assert.Equal(t, ptr(int32(1)), o.Spec.Replicas)
-			}
-			assert.Zero(t, f.Count("create", "networkpolicies"), "the fence exists")
+	f := drivertest.NewFake(t)
+	f.AddFence(t, "team-a", "fence-a", 2)
+	d := f.Driver(t, nil)
+	s, err := d.Create(context.Background(), "team-a", "sb", drivertest.AgentPod)
+	require.NoError(t, err)
+	assert.Equal(t, driver.Sandbox{
+		Namespace: "team-a", Name: "sb", Running: true, Phase: driver.PhaseStarting,
+		FenceUID: "fence-a", FenceGeneration: 2,
+	}, s)
+	o, ok := f.Sandbox(t, "team-a", "sb").(*sandboxv1beta1.Sandbox)
+	require.True(t, ok, "stored %T", o)
+	assert.Equal(t, map[string]string{driver.LabelManagedBy: drivertest.DriverName, driver.LabelGateway: "gw"}, o.Labels)
+	assert.Equal(t, "fence-a", o.Annotations[drivertest.AnnFenceUID])
+	assert.Equal(t, "2", o.Annotations[drivertest.AnnFenceGen])
+	_, err = time.Parse(time.RFC3339, o.Annotations[drivertest.AnnBootstrap])
+	assert.NoError(t, err, "the bootstrap mark")
+	assert.Equal(t, drivertest.AgentPod, o.Spec.PodTemplate)
+	assert.Equal(t, sandboxv1beta1.SandboxOperatingModeRunning, o.Spec.OperatingMode)
+	assert.Zero(t, f.Count("create", "networkpolicies"), "the fence exists")
 
-			_, err = d.Create(context.Background(), "team-a", "sb", drivertest.AgentPod)
-			assert.Equal(t, driver.KindAlreadyExists, driver.KindOf(err), "%v", err)
-		})
-	}
+	_, err = d.Create(context.Background(), "team-a", "sb", drivertest.AgentPod)
+	assert.Equal(t, driver.KindAlreadyExists, driver.KindOf(err), "%v", err)
 }
 
 // TestCreateMakesTheFence: a namespace without a fence gets one that
 // denies every pod's egress, and the sandbox is admitted under it.
 func TestCreateMakesTheFence(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1")
+	f := drivertest.NewFake(t)
 	// The API server assigns the uid and the first generation.
 	f.Kube.PrependReactor("create", "networkpolicies", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		np := a.(k8stesting.CreateAction).GetObject().(*networkingv1.NetworkPolicy)
@@ -337,83 +313,104 @@ func TestNewKeepsAppliedStack(t *testing.T) {
 	assert.EqualValues(t, 3, attempts.Load(), "the list is retried, and the caller's observer sees each attempt")
 }
 
-// TestProbe: the served version is found with a list of at most one of
-// the gateway's sandboxes, v1beta1 first, then v1alpha1 when the API
-// server answers 404; the answer is kept.
+// TestProbe: on a cluster that serves v1beta1, the first operation probes
+// it with a list of at most one of the gateway's sandboxes, in the first
+// namespace, and asks discovery nothing; the answer is kept.
 func TestProbe(t *testing.T) {
-	tests := []struct {
-		version   string
-		wantProbe []string
-	}{
-		{"v1beta1", []string{"v1beta1"}},
-		{"v1alpha1", []string{"v1beta1", "v1alpha1"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.version, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, tt.version, true)
-			d := f.Driver(t, nil)
-			ctx := context.Background()
-			s, err := d.Get(ctx, "team-b", "sb-x")
-			require.NoError(t, err)
-			assert.True(t, s.Running)
-			_, err = d.List(ctx, "team-a")
-			require.NoError(t, err)
-			v, err := core.Of(d).Version(ctx)
-			require.NoError(t, err)
-			assert.Equal(t, tt.version, v)
+	f := drivertest.StaleFixture(t, true)
+	d := f.Driver(t, nil)
+	ctx := context.Background()
+	s, err := d.Get(ctx, "team-b", "sb-x")
+	require.NoError(t, err)
+	assert.True(t, s.Running)
+	_, err = d.List(ctx, "team-a")
+	require.NoError(t, err)
+	require.NoError(t, core.Of(d).Probe(ctx))
 
-			var probes []string
-			for _, a := range f.Sandboxes.Actions() {
-				l, ok := a.(k8stesting.ListActionImpl)
-				if !ok || l.GetListOptions().Limit != 1 {
-					continue
-				}
-				probes = append(probes, a.GetResource().Version)
-				assert.Equal(t, "team-a", a.GetNamespace(), "the first namespace")
-				assert.Equal(t, "app.kubernetes.io/managed-by=kubewire-driver,kubewire.io/gateway=gw", l.GetListOptions().LabelSelector)
-			}
-			assert.Equal(t, tt.wantProbe, probes, "probed once")
-			var rest []string
-			for _, a := range f.Sandboxes.Actions()[len(probes):] {
-				rest = append(rest, a.GetVerb()+" "+a.GetResource().Version)
-			}
-			assert.Equal(t, []string{"get " + tt.version, "list " + tt.version}, rest, "then the served version only")
-		})
+	var sent []string
+	for _, a := range f.Sandboxes.Actions() {
+		sent = append(sent, a.GetVerb()+" "+a.GetResource().Resource+" "+a.GetResource().Version)
 	}
+	assert.Equal(t, []string{"list sandboxes v1beta1", "get sandboxes v1beta1", "list sandboxes v1beta1"}, sent, "probed once, then the operations")
+	probe, ok := f.Sandboxes.Actions()[0].(k8stesting.ListActionImpl)
+	require.True(t, ok, "%T", f.Sandboxes.Actions()[0])
+	assert.EqualValues(t, 1, probe.GetListOptions().Limit)
+	assert.Equal(t, "team-a", probe.GetNamespace(), "the first namespace")
+	assert.Equal(t, "app.kubernetes.io/managed-by=kubewire-driver,kubewire.io/gateway=gw", probe.GetListOptions().LabelSelector)
 }
 
-// TestProbeNotInstalled: an API server that answers 404 for both
-// versions has no agent-sandbox; the error says so, and is KindNotFound.
-func TestProbeNotInstalled(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1") // no fence either
-	f.Sandboxes.PrependReactor("*", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewNotFound(a.GetResource().GroupResource(), "")
-	})
-	d := f.Driver(t, nil)
-	for _, call := range []func() error{
-		func() error { _, err := d.Get(context.Background(), "team-a", "sb-0"); return err },
-		func() error { _, err := d.List(context.Background(), "team-a"); return err },
-		func() error { _, err := d.Stop(context.Background(), "team-a", "sb-0"); return err },
-		func() error { _, err := d.Start(context.Background(), "team-a", "sb-0"); return err },
-		func() error {
-			_, err := d.Create(context.Background(), "team-b", "new", drivertest.AgentPod)
-			return err
+// TestProbeRefuses: on a cluster that does not serve v1beta1 Sandboxes
+// every operation fails before it writes anything, with an error that
+// says why: one that serves only v1alpha1 runs agent-sandbox v0.4.x, which
+// the driver no longer speaks, and is told how to upgrade; one that serves
+// neither has no agent-sandbox. No fence is made for a create or a start.
+// A failed probe is not remembered, so each operation probes again and a
+// cluster upgraded under a running driver is served at the next call.
+func TestProbeRefuses(t *testing.T) {
+	tests := []struct {
+		name     string
+		serve    string
+		wantErr  error
+		wantKind driver.Kind
+		wantMsg  []string
+	}{
+		{
+			name: "v1alpha1 only", serve: "v1alpha1",
+			wantErr: core.ErrV1alpha1Only, wantKind: driver.KindPrecondition,
+			wantMsg: []string{"agents.x-k8s.io/v1alpha1", "v0.5", "api-migration-guide"},
 		},
-	} {
-		err := call()
-		require.Error(t, err)
-		assert.Equal(t, driver.KindNotFound, driver.KindOf(err))
-		assert.ErrorIs(t, err, core.ErrNotInstalled)
-		assert.ErrorContains(t, err, "the API server serves neither agents.x-k8s.io/v1beta1 nor agents.x-k8s.io/v1alpha1 sandboxes; is agent-sandbox installed?")
+		{
+			name: "not installed", serve: "",
+			wantErr: core.ErrNotInstalled, wantKind: driver.KindNotFound,
+			wantMsg: []string{"the API server does not serve agents.x-k8s.io/v1beta1 sandboxes; is agent-sandbox installed?"},
+		},
 	}
-	assert.Equal(t, 10, f.Count("list", "sandboxes"), "each call probes again, both versions")
-	assert.Zero(t, f.Mutations(), "no fence is made for a create or start on a cluster without agent-sandbox")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A sandbox, but no fence, which a create or start would make
+			// were the probe not first.
+			f := drivertest.NewFake(t)
+			f.AddSandbox(t, "team-a", "sb-0", true, "fence-a", 1)
+			f.Serve(tt.serve)
+			d := f.Driver(t, nil)
+			ctx := context.Background()
+			ops := []struct {
+				op, target string
+				call       func() error
+			}{
+				{"get", "team-a/sb-0", func() error { _, err := d.Get(ctx, "team-a", "sb-0"); return err }},
+				{"list", "team-a/", func() error { _, err := d.List(ctx, "team-a"); return err }},
+				{"create", "team-b/new", func() error { _, err := d.Create(ctx, "team-b", "new", drivertest.AgentPod); return err }},
+				{"stop", "team-a/sb-0", func() error { _, err := d.Stop(ctx, "team-a", "sb-0"); return err }},
+				{"start", "team-a/sb-0", func() error { _, err := d.Start(ctx, "team-a", "sb-0"); return err }},
+				{"delete", "team-a/sb-0", func() error { return d.Delete(ctx, "team-a", "sb-0") }},
+			}
+			for _, o := range ops {
+				err := o.call()
+				require.Error(t, err, o.op)
+				assert.ErrorIs(t, err, tt.wantErr, o.op)
+				assert.Equal(t, tt.wantKind, driver.KindOf(err), o.op)
+				for _, msg := range tt.wantMsg {
+					assert.ErrorContains(t, err, msg, o.op)
+				}
+				assert.EqualError(t, err, fmt.Sprintf("driver: %s sandbox %s: %s: %s", o.op, o.target, tt.wantKind, tt.wantErr), o.op)
+			}
+			assert.Zero(t, f.Mutations(), "nothing is written on a cluster the driver cannot speak to")
+			assert.Zero(t, f.Count("create", "networkpolicies"), "no fence is made")
+			assert.Equal(t, len(ops), f.Count("list", "sandboxes"), "each call probes again")
+			for _, a := range f.Sandboxes.Actions() {
+				if a.GetResource().Resource == "sandboxes" {
+					assert.Equal(t, "v1beta1", a.GetResource().Version, "the driver sends v1beta1 requests only")
+				}
+			}
+		})
+	}
 }
 
 // TestProbeFailureNotRemembered: a probe that got no answer is not taken
 // for one; the next call probes again.
 func TestProbeFailureNotRemembered(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1alpha1", true)
+	f := drivertest.StaleFixture(t, true)
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 	var once sync.Once
 	f.Sandboxes.PrependReactor("list", "sandboxes", func(k8stesting.Action) (handled bool, _ runtime.Object, _ error) {
@@ -429,53 +426,44 @@ func TestProbeFailureNotRemembered(t *testing.T) {
 	s, err := d.Get(context.Background(), "team-a", "sb-0")
 	require.NoError(t, err)
 	assert.True(t, s.Running)
-	v, err := core.Of(d).Version(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, "v1alpha1", v)
+	require.NoError(t, core.Of(d).Probe(context.Background()))
+	assert.Equal(t, 2, f.Count("list", "sandboxes"), "the failed probe and the one kept")
 }
 
 func TestStopIsANoOpWhenStopped(t *testing.T) {
-	for _, version := range versions {
-		t.Run(version, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, version, false)
-			d := f.Driver(t, nil)
-			s, err := d.Stop(context.Background(), "team-a", "sb-0")
-			require.NoError(t, err)
-			assert.Equal(t, driver.PhaseStopped, s.Phase)
-			assert.False(t, s.Running)
-			assert.Zero(t, f.Mutations(), "a patch that would change nothing is not sent")
-		})
-	}
+	f := drivertest.StaleFixture(t, false)
+	d := f.Driver(t, nil)
+	s, err := d.Stop(context.Background(), "team-a", "sb-0")
+	require.NoError(t, err)
+	assert.Equal(t, driver.PhaseStopped, s.Phase)
+	assert.False(t, s.Running)
+	assert.Zero(t, f.Mutations(), "a patch that would change nothing is not sent")
 }
 
 // TestStop: the intent becomes stopped through one patch guarded by the
 // resourceVersion read, and the sandbox is Stopping until the controller
 // observes it.
 func TestStop(t *testing.T) {
-	for _, version := range versions {
-		t.Run(version, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, version, true)
-			m, err := meta.Accessor(f.Sandbox(t, "team-a", "sb-0"))
-			require.NoError(t, err)
-			rv := m.GetResourceVersion()
-			d := f.Driver(t, nil)
-			s, err := d.Stop(context.Background(), "team-a", "sb-0")
-			require.NoError(t, err)
-			assert.False(t, s.Running)
-			assert.Equal(t, driver.PhaseStopping, s.Phase)
-			running, _ := stored(t, f, "team-a", "sb-0")
-			assert.False(t, running)
-			p := patches(t, f)
-			require.Len(t, p, 1)
-			assert.Equal(t, rv, p[0]["metadata"].(map[string]any)["resourceVersion"], "the guard")
-		})
-	}
+	f := drivertest.StaleFixture(t, true)
+	m, err := meta.Accessor(f.Sandbox(t, "team-a", "sb-0"))
+	require.NoError(t, err)
+	rv := m.GetResourceVersion()
+	d := f.Driver(t, nil)
+	s, err := d.Stop(context.Background(), "team-a", "sb-0")
+	require.NoError(t, err)
+	assert.False(t, s.Running)
+	assert.Equal(t, driver.PhaseStopping, s.Phase)
+	running, _ := stored(t, f, "team-a", "sb-0")
+	assert.False(t, running)
+	p := patches(t, f)
+	require.Len(t, p, 1)
+	assert.Equal(t, rv, p[0]["metadata"].(map[string]any)["resourceVersion"], "the guard")
 }
 
 // TestStopEndsBootstrap: a stop ends a bootstrap in progress; a stopped
 // sandbox that still carries the mark gets it removed.
 func TestStopEndsBootstrap(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", false)
+	f := drivertest.StaleFixture(t, false)
 	edit(t, f, "team-a", "sb-0", func(m metav1.Object) {
 		ann := m.GetAnnotations()
 		ann[drivertest.AnnBootstrap] = time.Now().UTC().Format(time.RFC3339)
@@ -490,32 +478,28 @@ func TestStopEndsBootstrap(t *testing.T) {
 }
 
 func TestStartRecordsCurrentFence(t *testing.T) {
-	for _, version := range versions {
-		t.Run(version, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, version, false)
-			d := f.Driver(t, nil)
-			s, err := d.Start(context.Background(), "team-a", "sb-1")
-			require.NoError(t, err)
-			assert.True(t, s.Running)
-			assert.Equal(t, driver.PhaseStarting, s.Phase)
-			assert.Equal(t, types.UID("fence-a"), s.FenceUID)
-			assert.EqualValues(t, 2, s.FenceGeneration)
-			running, ann := stored(t, f, "team-a", "sb-1")
-			assert.True(t, running)
-			assert.Equal(t, "fence-a", ann[drivertest.AnnFenceUID])
-			assert.Equal(t, "2", ann[drivertest.AnnFenceGen])
-			_, err = time.Parse(time.RFC3339, ann[drivertest.AnnBootstrap])
-			assert.NoError(t, err, "a bootstrap began")
-			assert.Equal(t, 1, f.Count("patch", "sandboxes"))
-			assert.Equal(t, 1, f.Mutations())
-		})
-	}
+	f := drivertest.StaleFixture(t, false)
+	d := f.Driver(t, nil)
+	s, err := d.Start(context.Background(), "team-a", "sb-1")
+	require.NoError(t, err)
+	assert.True(t, s.Running)
+	assert.Equal(t, driver.PhaseStarting, s.Phase)
+	assert.Equal(t, types.UID("fence-a"), s.FenceUID)
+	assert.EqualValues(t, 2, s.FenceGeneration)
+	running, ann := stored(t, f, "team-a", "sb-1")
+	assert.True(t, running)
+	assert.Equal(t, "fence-a", ann[drivertest.AnnFenceUID])
+	assert.Equal(t, "2", ann[drivertest.AnnFenceGen])
+	_, err = time.Parse(time.RFC3339, ann[drivertest.AnnBootstrap])
+	assert.NoError(t, err, "a bootstrap began")
+	assert.Equal(t, 1, f.Count("patch", "sandboxes"))
+	assert.Equal(t, 1, f.Mutations())
 }
 
 // TestStartIsANoOpWhenAdmitted: a running sandbox admitted under the
 // current fence is left alone.
 func TestStartIsANoOpWhenAdmitted(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1")
+	f := drivertest.NewFake(t)
 	f.AddFence(t, "team-a", "fence-a", 2)
 	f.AddSandbox(t, "team-a", "sb", true, "fence-a", 2)
 	s, err := f.Driver(t, nil).Start(context.Background(), "team-a", "sb")
@@ -529,8 +513,8 @@ func TestStartIsANoOpWhenAdmitted(t *testing.T) {
 // resourceVersion read, is refused with 409; the driver reads again and,
 // finding it stopped, sends nothing more.
 func TestConflictIsDecidedAgain(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", true)
-	gvr := sandboxes(f)
+	f := drivertest.StaleFixture(t, true)
+	gvr := sandboxes
 	var once sync.Once
 	f.Sandboxes.PrependReactor("get", "sandboxes", func(k8stesting.Action) (handled bool, read runtime.Object, err error) {
 		once.Do(func() {
@@ -561,7 +545,7 @@ func TestConflictIsDecidedAgain(t *testing.T) {
 // fails with KindConflict after client-go's retry.DefaultRetry (five
 // tries).
 func TestConflictGivesUp(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", true)
+	f := drivertest.StaleFixture(t, true)
 	f.Sandboxes.PrependReactor("patch", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), "sb-0", errors.New("the object has been modified"))
 	})
@@ -586,7 +570,7 @@ func TestNotOwned(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, "v1beta1", true)
+			f := drivertest.StaleFixture(t, true)
 			edit(t, f, "team-a", "sb-0", func(m metav1.Object) { m.SetLabels(tt.labels) })
 			d := f.Driver(t, nil)
 			ctx := context.Background()
@@ -611,7 +595,7 @@ func TestNotOwned(t *testing.T) {
 }
 
 func TestGetNotFound(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", true)
+	f := drivertest.StaleFixture(t, true)
 	d := f.Driver(t, nil)
 	_, err := d.Get(context.Background(), "team-a", "missing")
 	assert.Equal(t, driver.KindNotFound, driver.KindOf(err))
@@ -621,95 +605,55 @@ func TestGetNotFound(t *testing.T) {
 // TestList: the gateway's sandboxes of the namespace, phases settled as
 // Get settles them.
 func TestList(t *testing.T) {
-	for _, version := range versions {
-		t.Run(version, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, version, false)
-			d := f.Driver(t, nil)
-			l, err := d.List(context.Background(), "team-a")
-			require.NoError(t, err)
-			var names []string
-			for _, s := range l {
-				names = append(names, s.Name)
-				assert.Equal(t, driver.PhaseStopped, s.Phase, s.Name)
-				assert.Equal(t, types.UID("fence-a"), s.FenceUID)
-				assert.EqualValues(t, 1, s.FenceGeneration)
-			}
-			assert.ElementsMatch(t, []string{"sb-0", "sb-1", "sb-2", "sb-3"}, names)
-			l, err = d.List(context.Background(), "team-b")
-			require.NoError(t, err)
-			require.Len(t, l, 1)
-			assert.Equal(t, "sb-x", l[0].Name)
-		})
+	f := drivertest.StaleFixture(t, false)
+	d := f.Driver(t, nil)
+	l, err := d.List(context.Background(), "team-a")
+	require.NoError(t, err)
+	var names []string
+	for _, s := range l {
+		names = append(names, s.Name)
+		assert.Equal(t, driver.PhaseStopped, s.Phase, s.Name)
+		assert.Equal(t, types.UID("fence-a"), s.FenceUID)
+		assert.EqualValues(t, 1, s.FenceGeneration)
 	}
+	assert.ElementsMatch(t, []string{"sb-0", "sb-1", "sb-2", "sb-3"}, names)
+	l, err = d.List(context.Background(), "team-b")
+	require.NoError(t, err)
+	require.Len(t, l, 1)
+	assert.Equal(t, "sb-x", l[0].Name)
 }
 
-// TestV1alpha1StopSettledByPod: agent-sandbox v0.4.x reports Ready=True
-// for replicas 0 whether or not the pod is gone, so the pod decides: gone
-// is Stopped, the sandbox's own is Stopping, another's is the stop that
-// cannot complete. The pod looked up is the one the controller tracks.
-func TestV1alpha1StopSettledByPod(t *testing.T) {
-	ownedBy := func(uid types.UID) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1alpha1", Kind: "Sandbox", Name: "sb-0", UID: uid, Controller: ptr(true)}}
-	}
+// TestNoPodRequests: v1beta1's conditions settle every phase (Suspended
+// says whether a stopped sandbox's pod is gone), so no operation reads a
+// pod, or writes one.
+func TestNoPodRequests(t *testing.T) {
 	tests := []struct {
-		name       string
-		podName    string // tracked by the annotation when not sb-0
-		pod        *corev1.Pod
-		want       driver.Phase
-		wantReason string
+		name    string
+		running bool
 	}{
-		{name: "pod gone", want: driver.PhaseStopped},
-		{name: "its pod terminating", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sb-0", OwnerReferences: ownedBy("uid-sb-0")}}, want: driver.PhaseStopping},
-		{name: "a pod it does not own", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sb-0"}}, want: driver.PhaseError, wantReason: sandboxv1beta1.SandboxReasonSuspendedPodNotOwned},
-		{name: "a pod of a former sandbox", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sb-0", OwnerReferences: ownedBy("uid-old")}}, want: driver.PhaseError, wantReason: sandboxv1beta1.SandboxReasonSuspendedPodNotOwned},
-		{name: "adopted pod terminating", podName: "warm-1", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "warm-1", OwnerReferences: ownedBy("uid-sb-0")}}, want: driver.PhaseStopping},
-		{name: "adopted pod gone, another of the sandbox's name", podName: "warm-1", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sb-0"}}, want: driver.PhaseStopped},
+		{"running", true},
+		{"stopped", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, "v1alpha1", false)
-			if tt.podName != "" {
-				edit(t, f, "team-a", "sb-0", func(m metav1.Object) {
-					ann := m.GetAnnotations()
-					ann[sandboxv1alpha1.SandboxPodNameAnnotation] = tt.podName
-					m.SetAnnotations(ann)
-				})
-			}
-			if tt.pod != nil {
-				tt.pod.Namespace = "team-a"
-				require.NoError(t, f.Kube.Tracker().Add(tt.pod))
-			}
+			f := drivertest.StaleFixture(t, tt.running)
 			d := f.Driver(t, nil)
-			s, err := d.Get(context.Background(), "team-a", "sb-0")
+			ctx := context.Background()
+			_, err := d.Get(ctx, "team-a", "sb-0")
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, s.Phase)
-			assert.Equal(t, tt.wantReason, s.Reason)
-			s, err = d.Stop(context.Background(), "team-a", "sb-0")
-			if tt.want == driver.PhaseError {
-				require.Error(t, err)
-				assert.Equal(t, driver.KindPrecondition, driver.KindOf(err))
-				assert.ErrorContains(t, err, "the stop cannot complete: PodNotOwned: ")
-			} else {
-				require.NoError(t, err)
+			_, err = d.List(ctx, "team-a")
+			require.NoError(t, err)
+			_, err = d.Stop(ctx, "team-a", "sb-1")
+			require.NoError(t, err)
+			_, err = d.Start(ctx, "team-a", "sb-2")
+			require.NoError(t, err)
+			require.NoError(t, d.Delete(ctx, "team-a", "sb-3"))
+			_, err = d.Create(ctx, "team-b", "new", drivertest.AgentPod)
+			require.NoError(t, err)
+			for _, a := range f.Kube.Actions() {
+				assert.NotEqual(t, "pods", a.GetResource().Resource, "%s pods", a.GetVerb())
 			}
-			assert.Equal(t, tt.want, s.Phase, "the stop reports the sandbox too")
-			assert.Zero(t, f.Mutations(), "it is stopped already")
-			assert.Equal(t, 2, f.Count("get", "pods"), "one pod read each")
 		})
-	}
-}
-
-// TestPodsNotReadWhenNotNeeded: a running v1alpha1 sandbox and any
-// v1beta1 sandbox are settled without a pod read.
-func TestPodsNotReadWhenNotNeeded(t *testing.T) {
-	for _, tt := range []struct {
-		version string
-		running bool
-	}{{"v1alpha1", true}, {"v1beta1", true}, {"v1beta1", false}} {
-		f := drivertest.StaleFixture(t, tt.version, tt.running)
-		_, err := f.Driver(t, nil).List(context.Background(), "team-a")
-		require.NoError(t, err)
-		assert.Zero(t, f.Count("get", "pods"), "%s running=%v", tt.version, tt.running)
 	}
 }
 
@@ -717,7 +661,7 @@ func TestPodsNotReadWhenNotNeeded(t *testing.T) {
 // internal, and keeps the API server's message, which names what RBAC
 // lacks.
 func TestForbidden(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", true)
+	f := drivertest.StaleFixture(t, true)
 	f.Sandboxes.PrependReactor("patch", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "sb-0",
 			errors.New(`User "gateway" cannot patch resource "sandboxes" in API group "agents.x-k8s.io" in the namespace "team-a"`))
@@ -755,7 +699,7 @@ func TestErrorKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, "v1beta1", true)
+			f := drivertest.StaleFixture(t, true)
 			f.Sandboxes.PrependReactor("get", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tt.give
 			})
@@ -773,7 +717,7 @@ func TestErrorKinds(t *testing.T) {
 // TestDelete: the delete carries the uid read as a precondition, so that
 // a sandbox re-created under the same name is not deleted by mistake.
 func TestDelete(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", true)
+	f := drivertest.StaleFixture(t, true)
 	require.NoError(t, f.Driver(t, nil).Delete(context.Background(), "team-a", "sb-0"))
 	var deletes []metav1.DeleteOptions
 	for _, a := range f.Sandboxes.Actions() {
@@ -784,7 +728,7 @@ func TestDelete(t *testing.T) {
 	require.Len(t, deletes, 1)
 	require.NotNil(t, deletes[0].Preconditions)
 	assert.Equal(t, ptr(types.UID("uid-sb-0")), deletes[0].Preconditions.UID)
-	_, err := f.Sandboxes.Tracker().Get(sandboxes(f), "team-a", "sb-0")
+	_, err := f.Sandboxes.Tracker().Get(sandboxes, "team-a", "sb-0")
 	assert.True(t, apierrors.IsNotFound(err), "%v", err)
 }
 
@@ -805,7 +749,7 @@ func TestDeleteAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, "v1beta1", true)
+			f := drivertest.StaleFixture(t, true)
 			f.Sandboxes.PrependReactor("delete", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tt.give
 			})
@@ -825,7 +769,7 @@ func TestDeleteAnswers(t *testing.T) {
 // TestEventsThroughKube: a driver of NewForClients records its Events
 // through the kube clientset it was given.
 func TestEventsThroughKube(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", true)
+	f := drivertest.StaleFixture(t, true)
 	d := f.Driver(t, nil)
 	require.True(t, core.Of(d).Warn(core.Sandbox{Namespace: "team-a", Name: "sb-0", UID: "uid-sb-0"}, "StaleFence", "Suspend", "admitted under generation 1"))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

@@ -113,6 +113,8 @@ func kindFor(err error) Kind {
 		return KindPrecondition
 	case errors.Is(err, core.ErrNotInstalled):
 		return KindNotFound
+	case errors.Is(err, core.ErrV1alpha1Only):
+		return KindPrecondition
 	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {

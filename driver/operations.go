@@ -67,11 +67,7 @@ func (d *Driver) Get(ctx context.Context, ns, name string) (Sandbox, error) {
 	if err != nil {
 		return Sandbox{}, wrap(op, ns, name, err)
 	}
-	out := []core.Sandbox{s}
-	if err := d.c.CheckPods(ctx, out); err != nil {
-		return Sandbox{}, wrap(op, ns, name, err)
-	}
-	return public(out[0]), nil
+	return public(s), nil
 }
 
 // List returns the gateway's sandboxes in ns, reading every page.
@@ -81,9 +77,6 @@ func (d *Driver) List(ctx context.Context, ns string) ([]Sandbox, error) {
 		return nil, err
 	}
 	all, err := d.c.List(ctx, ns)
-	if err == nil {
-		err = d.c.CheckPods(ctx, all)
-	}
 	if err != nil {
 		return nil, wrap(op, ns, "", err)
 	}
@@ -109,16 +102,12 @@ func (d *Driver) Stop(ctx context.Context, ns, name string) (Sandbox, error) {
 		if !s.Running && s.BootstrapStarted.IsZero() {
 			return nil
 		}
-		return core.SuspendPatch(s.Version)
+		return core.SuspendPatch()
 	})
 	if err != nil {
 		return Sandbox{}, wrap(op, ns, name, err)
 	}
-	out := []core.Sandbox{s}
-	if err := d.c.CheckPods(ctx, out); err != nil {
-		return Sandbox{}, wrap(op, ns, name, err)
-	}
-	if s = out[0]; s.Phase == PhaseError && s.Reason == sandboxv1beta1.SandboxReasonSuspendedPodNotOwned {
+	if s.Phase == PhaseError && s.Reason == sandboxv1beta1.SandboxReasonSuspendedPodNotOwned {
 		return public(s), &Error{Op: op, Namespace: ns, Name: name, Kind: KindPrecondition, Err: fmt.Errorf("the stop cannot complete: %s: %s", s.Reason, s.Message)}
 	}
 	return public(s), nil
@@ -142,7 +131,7 @@ func (d *Driver) Start(ctx context.Context, ns, name string) (Sandbox, error) {
 		if s.Running && s.Fence == fence {
 			return nil
 		}
-		return core.AdmitPatch(s.Version, fence, time.Now())
+		return core.AdmitPatch(fence, time.Now())
 	})
 	if err != nil {
 		return Sandbox{}, wrap(op, ns, name, err)
@@ -176,7 +165,7 @@ func (d *Driver) Delete(ctx context.Context, ns, name string) error {
 // fence returns ns's fence for op, creating it if it is missing. The
 // Sandbox API is probed first: without agent-sandbox, no fence is made.
 func (d *Driver) fence(ctx context.Context, op, ns, name string) (core.Fence, error) {
-	if _, err := d.c.Version(ctx); err != nil {
+	if err := d.c.Probe(ctx); err != nil {
 		return core.Fence{}, wrap(op, ns, name, err)
 	}
 	fence, err := d.c.EnsureFence(ctx, ns)

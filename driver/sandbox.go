@@ -33,14 +33,12 @@ const (
 	PhaseError    = core.PhaseError
 )
 
-// Sandbox is the driver's view of a Sandbox resource of either served
-// version.
+// Sandbox is the driver's view of a Sandbox resource.
 type Sandbox struct {
 	Namespace string
 	Name      string
 	UID       types.UID
-	// Running is the intent: spec.operatingMode Running (v1beta1) or
-	// spec.replicas 1 (v1alpha1).
+	// Running is the intent: spec.operatingMode Running.
 	Running bool
 	Phase   Phase
 	// Reason and Message explain Phase: the reason and message of the

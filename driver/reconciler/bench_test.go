@@ -16,7 +16,7 @@ import (
 func BenchmarkPass(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("sandboxes=%d", n), func(b *testing.B) {
-			f := drivertest.NewFake(b, "v1beta1")
+			f := drivertest.NewFake(b)
 			f.AddFence(b, "team-a", "fence-a", 2)
 			f.AddFence(b, "team-b", "fence-b", 2)
 			for i := 0; i < n; i++ {

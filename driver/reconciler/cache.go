@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	"sigs.k8s.io/agent-sandbox/clients/k8s/informers/externalversions"
 
 	"github.com/kubewire/kubewire/driver/internal/core"
@@ -48,7 +47,7 @@ type caches struct {
 	fenceName string
 }
 
-func newCaches(cr *core.Core, version string, cluster bool) *caches {
+func newCaches(cr *core.Core, cluster bool) *caches {
 	namespaces := cr.Namespaces
 	c := &caches{
 		core: cr, cluster: cluster, served: namespaces, serves: map[string]bool{},
@@ -68,12 +67,7 @@ func newCaches(cr *core.Core, version string, cluster bool) *caches {
 			externalversions.WithNamespace(scope),
 			externalversions.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 		c.factories = append(c.factories, f)
-		var inf cache.SharedIndexInformer
-		if version == sandboxv1alpha1.GroupVersion.Version {
-			inf = f.Agents().V1alpha1().Sandboxes().Informer()
-		} else {
-			inf = f.Agents().V1beta1().Sandboxes().Informer()
-		}
+		inf := f.Agents().V1beta1().Sandboxes().Informer()
 		// It fails only once the informer has started.
 		_ = inf.SetTransform(c.unserved(core.Lean))
 		c.sandboxes[scope] = inf

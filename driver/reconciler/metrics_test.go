@@ -73,7 +73,7 @@ func scrape(t require.TestingT, g prometheus.Gatherer) map[string]float64 {
 // drivermetrics between two other observers, which still see everything:
 // observers compose.
 func TestPassMetrics(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", true)
+	f := drivertest.StaleFixture(t, true)
 	m, reg := metrics(t)
 	var passes, events int
 	r := newReconciler(t, f.Driver(t, nil),

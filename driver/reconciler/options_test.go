@@ -17,7 +17,7 @@ import (
 )
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	d := drivertest.NewFake(t, "v1beta1").Driver(t, nil)
+	d := drivertest.NewFake(t).Driver(t, nil)
 	le := func(f func(*reconciler.LeaderElection)) reconciler.Option {
 		le := reconciler.LeaderElection{Namespace: "a", Name: "gw-reconciler"}
 		f(&le)
@@ -68,7 +68,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 // TestOptions: the bounds themselves are valid, nil options are skipped,
 // the later option wins, and +Inf is rate.Inf.
 func TestOptions(t *testing.T) {
-	d := drivertest.NewFake(t, "v1beta1").Driver(t, nil)
+	d := drivertest.NewFake(t).Driver(t, nil)
 	r, err := reconciler.New(d, nil,
 		reconciler.WithPeriod(time.Second), reconciler.WithPeriod(24*time.Hour),
 		reconciler.WithBootstrapGrace(time.Nanosecond), reconciler.WithWorkers(1), reconciler.WithWriteLimit(math.Inf(1), 1),
@@ -101,7 +101,7 @@ const maxLease = math.MaxInt32 * time.Second
 // TestStartedUnderCurrentFence: a sandbox started under the current fence
 // is left alone.
 func TestStartedUnderCurrentFence(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", false)
+	f := drivertest.StaleFixture(t, false)
 	d := f.Driver(t, nil)
 	_, err := d.Start(context.Background(), "team-a", "sb-1")
 	require.NoError(t, err)
@@ -118,7 +118,7 @@ func TestStartedUnderCurrentFence(t *testing.T) {
 // over 2.5 s, at most three failures are logged. It tried every
 // period/20, with WithPeriod(1s) a line every 50 ms.
 func TestProbeBacksOff(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1")
+	f := drivertest.NewFake(t)
 	f.Fault("list", "sandboxes", drivertest.Reset)
 	var l drivertest.Logs
 	r := newReconciler(t, f.Driver(t, &l), reconciler.WithPeriod(time.Second))

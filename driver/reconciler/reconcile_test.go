@@ -23,6 +23,7 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/driver/internal/core"
 	"github.com/kubewire/kubewire/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/driver/reconciler"
 )
@@ -47,69 +48,67 @@ func newReconciler(t testing.TB, d *driver.Driver, opts ...reconciler.Option) *r
 // suspended sandboxes whose recorded fence generation is stale go through
 // passes without a single write and without a warning.
 func TestStaleFenceSuspendedConverges(t *testing.T) {
-	for _, version := range []string{"v1beta1", "v1alpha1"} {
-		t.Run(version, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, version, false)
-			var l drivertest.Logs
-			var passes []reconciler.PassStats
-			r := newReconciler(t, f.Driver(t, &l), reconciler.WithObserver(&observer{pass: func(s reconciler.PassStats) { passes = append(passes, s) }}))
-			for i := 0; i < 3; i++ {
-				stats, err := r.Pass(context.Background())
-				require.NoError(t, err)
-				assert.Equal(t, 5, stats.Seen)
-				assert.Zero(t, stats.Actions)
-			}
-			assert.Zero(t, f.Mutations(), "no create, update, patch or delete")
-			assert.Zero(t, l.Count("warning:"))
-			assert.Zero(t, f.Count("get", "sandboxes"), "a pass lists; it GETs only what it changes")
-			assert.Len(t, passes, 3)
-			// The probe lists one sandbox of the version it tries: v1beta1
-			// (served), or v1beta1 (404) then v1alpha1.
-			probes := []int64{1}
-			if version == "v1alpha1" {
-				probes = []int64{1, 1}
-			}
-			pages := []int64{500, 500, 500, 500, 500, 500}
-			assert.Equal(t, append(probes, pages...), f.Limits(), "the version is probed once, not per pass; one list per namespace per pass")
-			for _, a := range f.Actions("list", "sandboxes") {
-				assert.Equal(t, ownSelector, a.(k8stesting.ListAction).GetListRestrictions().Labels.String(), "every list selects the gateway's own")
-			}
-		})
+	f := drivertest.StaleFixture(t, false)
+	var l drivertest.Logs
+	var passes []reconciler.PassStats
+	r := newReconciler(t, f.Driver(t, &l), reconciler.WithObserver(&observer{pass: func(s reconciler.PassStats) { passes = append(passes, s) }}))
+	for i := 0; i < 3; i++ {
+		stats, err := r.Pass(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 5, stats.Seen)
+		assert.Zero(t, stats.Actions)
 	}
+	assert.Zero(t, f.Mutations(), "no create, update, patch or delete")
+	assert.Zero(t, l.Count("warning:"))
+	assert.Zero(t, f.Count("get", "sandboxes"), "a pass lists; it GETs only what it changes")
+	assert.Len(t, passes, 3)
+	// The probe lists one sandbox; each pass lists each namespace.
+	assert.Equal(t, []int64{1, 500, 500, 500, 500, 500, 500}, f.Limits(), "the API is probed once, not per pass; one list per namespace per pass")
+	for _, a := range f.Actions("list", "sandboxes") {
+		assert.Equal(t, ownSelector, a.(k8stesting.ListAction).GetListRestrictions().Labels.String(), "every list selects the gateway's own")
+	}
+}
+
+// TestV1alpha1OnlyRefused: on a cluster that serves Sandboxes only as
+// v1alpha1 (agent-sandbox v0.4.x), a pass fails with the error that names
+// the upgrade path, and writes nothing.
+func TestV1alpha1OnlyRefused(t *testing.T) {
+	f := drivertest.NewFake(t)
+	f.Serve("v1alpha1")
+	r := newReconciler(t, f.Driver(t, nil))
+	_, err := r.Pass(context.Background())
+	require.ErrorIs(t, err, core.ErrV1alpha1Only)
+	assert.Zero(t, f.Mutations(), "no create, update, patch or delete")
 }
 
 // TestStaleFenceRunningSuspendedOnce: the same fixture with running
 // sandboxes yields one suspension patch and one warning and one Event per
 // sandbox, then converges.
 func TestStaleFenceRunningSuspendedOnce(t *testing.T) {
-	for _, version := range []string{"v1beta1", "v1alpha1"} {
-		t.Run(version, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, version, true)
-			var l drivertest.Logs
-			r := newReconciler(t, f.Driver(t, &l))
-			stats, err := r.Pass(context.Background())
-			require.NoError(t, err)
-			assert.Equal(t, reconciler.PassStats{Seen: 5, Actions: 5, Duration: stats.Duration}, stats)
-			assert.Equal(t, 5, f.Count("patch", "sandboxes"))
-			// client-go's recorder writes Events in the background.
-			require.Eventually(t, func() bool { return f.Count("create", "events") == 5 }, 10*time.Second, 10*time.Millisecond)
-			assert.Len(t, f.Events(context.Background(), t), 5)
-			assert.Equal(t, 5, l.Count(staleWarning))
-			for _, name := range []string{"team-a/sb-0", "team-b/sb-x"} {
-				ns, n, _ := strings.Cut(name, "/")
-				assert.False(t, running(t, f, ns, n), "%s suspended", name)
-			}
-
-			for i := 0; i < 3; i++ {
-				stats, err := r.Pass(context.Background())
-				require.NoError(t, err)
-				assert.Zero(t, stats.Actions)
-			}
-			assert.Equal(t, 5, f.Count("patch", "sandboxes"), "converged: nothing after the first pass")
-			assert.Equal(t, 10, f.Mutations(), "five patches and five Events, all from the first pass")
-			assert.Equal(t, 5, l.Count(staleWarning), "one warning per transition")
-		})
+	f := drivertest.StaleFixture(t, true)
+	var l drivertest.Logs
+	r := newReconciler(t, f.Driver(t, &l))
+	stats, err := r.Pass(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, reconciler.PassStats{Seen: 5, Actions: 5, Duration: stats.Duration}, stats)
+	assert.Equal(t, 5, f.Count("patch", "sandboxes"))
+	// client-go's recorder writes Events in the background.
+	require.Eventually(t, func() bool { return f.Count("create", "events") == 5 }, 10*time.Second, 10*time.Millisecond)
+	assert.Len(t, f.Events(context.Background(), t), 5)
+	assert.Equal(t, 5, l.Count(staleWarning))
+	for _, name := range []string{"team-a/sb-0", "team-b/sb-x"} {
+		ns, n, _ := strings.Cut(name, "/")
+		assert.False(t, running(t, f, ns, n), "%s suspended", name)
 	}
+
+	for i := 0; i < 3; i++ {
+		stats, err := r.Pass(context.Background())
+		require.NoError(t, err)
+		assert.Zero(t, stats.Actions)
+	}
+	assert.Equal(t, 5, f.Count("patch", "sandboxes"), "converged: nothing after the first pass")
+	assert.Equal(t, 10, f.Mutations(), "five patches and five Events, all from the first pass")
+	assert.Equal(t, 5, l.Count(staleWarning), "one warning per transition")
 }
 
 // running reports the intent of f's stored sandbox ns/name.
@@ -127,7 +126,7 @@ func running(t *testing.T, f *drivertest.Fake, ns, name string) bool {
 // three are reported dropped. Under a burst of 5, all five are written.
 func TestEventLimit(t *testing.T) {
 	suspend := func(t *testing.T, burst int) (*drivertest.Fake, *drivertest.Logs, int) {
-		f := drivertest.StaleFixture(t, "v1beta1", true)
+		f := drivertest.StaleFixture(t, true)
 		l := new(drivertest.Logs)
 		d := f.Driver(t, l, driver.WithEventLimit(1e-6, burst))
 		var dropped atomic.Int32
@@ -186,7 +185,7 @@ func TestUnknownIsNotAbsent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := drivertest.StaleFixture(t, "v1beta1", true)
+			f := drivertest.StaleFixture(t, true)
 			var l drivertest.Logs
 			r := newReconciler(t, f.Driver(t, &l))
 			var failing atomic.Bool
@@ -226,7 +225,7 @@ func notFound(a k8stesting.Action) error {
 // word. The soak found this: after a fence watch broke, the reconciler
 // suspended sandboxes started under the fence created meanwhile.
 func TestAbsentFenceConfirmed(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1")
+	f := drivertest.NewFake(t)
 	f.AddFence(t, "team-a", "fence-a", 2)
 	f.AddFence(t, "team-b", "fence-b", 2)
 	f.AddSandbox(t, "team-a", "sb-0", true, "fence-a", 2)
@@ -261,7 +260,7 @@ func suspendedBy(o runtime.Object) {
 // list and the patch gets a 409; the reconciler reads it again, sees it
 // converged and sends nothing more.
 func TestConflictRedecides(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", true)
+	f := drivertest.StaleFixture(t, true)
 	r := newReconciler(t, f.Driver(t, nil))
 	var once sync.Once
 	var changed error
@@ -287,7 +286,7 @@ func TestConflictRedecides(t *testing.T) {
 // after the conflict reads the fence again instead of trusting the absence
 // it saw, and the sandbox is left running.
 func TestConflictSeesRecreatedFence(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1")
+	f := drivertest.NewFake(t)
 	f.AddFence(t, "team-a", "fence-a", 2)
 	f.AddSandbox(t, "team-a", "sb-0", true, "fence-a", 2)
 	var mu sync.Mutex
@@ -328,7 +327,7 @@ func TestConflictSeesRecreatedFence(t *testing.T) {
 // TestListPaginates: a pass reads every page of 500, as the API server
 // serves them.
 func TestListPaginates(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1")
+	f := drivertest.NewFake(t)
 	f.Paginate()
 	f.AddFence(t, "team-a", "fence-a", 2)
 	f.AddFence(t, "team-b", "fence-b", 2)
@@ -345,7 +344,7 @@ func TestListPaginates(t *testing.T) {
 // TestJitter: the waits between resyncs spread over period*(1±0.2), so
 // resyncs never beat in step with a timeout of the same length.
 func TestJitter(t *testing.T) {
-	r := newReconciler(t, drivertest.NewFake(t, "v1beta1").Driver(t, nil), reconciler.WithPeriod(10*time.Second))
+	r := newReconciler(t, drivertest.NewFake(t).Driver(t, nil), reconciler.WithPeriod(10*time.Second))
 	lo, hi := time.Duration(1<<62), time.Duration(0)
 	for i := 0; i < 1000; i++ {
 		w := reconciler.NextWait(r)
@@ -362,7 +361,7 @@ func TestJitter(t *testing.T) {
 // TestOneWriter: while a Run or a Pass is under way, another Run or Pass
 // of the same reconciler is refused, and once it ends the next one goes.
 func TestOneWriter(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", true)
+	f := drivertest.StaleFixture(t, true)
 	// hold holds the next request of verb on resource until the returned
 	// channel is closed, and closes held when it arrives.
 	hold := func(verb, resource string) (held, release chan struct{}) {
@@ -386,7 +385,7 @@ func TestOneWriter(t *testing.T) {
 		return rec.Run(ctx)
 	}
 
-	// Run's first request is its probe of the served version.
+	// Run's first request is its probe of the API.
 	held, release := hold("list", "sandboxes")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -422,7 +421,7 @@ func TestOneWriter(t *testing.T) {
 // made, with its warning, Event and action, instead of deciding that
 // nothing was to be done.
 func TestLostAnswerStillReported(t *testing.T) {
-	f := drivertest.StaleFixture(t, "v1beta1", true)
+	f := drivertest.StaleFixture(t, true)
 	var l drivertest.Logs
 	var mu sync.Mutex
 	var events []reconciler.ActionEvent
@@ -458,7 +457,7 @@ func TestLostAnswerStillReported(t *testing.T) {
 // the state the first copy wrote is no write of the reconciler's to wait
 // out, so the next fence change still suspends it.
 func TestLostClearBootstrapAnswer(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1")
+	f := drivertest.NewFake(t)
 	f.AddFence(t, "team-a", "fence-a", 2)
 	f.AddSandbox(t, "team-a", "sb", true, "fence-a", 2)
 	require.NoError(t, f.Change("team-a", "sb", func(o runtime.Object) {

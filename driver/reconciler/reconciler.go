@@ -353,7 +353,7 @@ func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, n
 		switch a.Type {
 		case ActionSuspend, ActionRollback:
 			patched = true
-			return core.SuspendPatch(cur.Version)
+			return core.SuspendPatch()
 		case ActionClearBootstrap:
 			patched = true
 			return core.ClearBootstrapPatch()

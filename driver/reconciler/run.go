@@ -38,9 +38,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		return err
 	}
 	defer r.unclaim()
-	version, err := r.core.Version(ctx)
-	// While the API server is down or agent-sandbox is not installed, try
-	// again after 1s, doubling up to probeBackoffCap: one log line each.
+	err := r.core.Probe(ctx)
+	// While the API server is down, or agent-sandbox is not installed or
+	// too old, try again after 1s, doubling up to probeBackoffCap: one log
+	// line each.
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: probeBackoffCap}
 	for err != nil {
 		if ctx.Err() != nil {
@@ -53,10 +54,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(after):
 		}
-		version, err = r.core.Version(ctx)
+		err = r.core.Probe(ctx)
 	}
 	cluster := r.clusterScope(ctx)
-	c := newCaches(r.core, version, cluster)
+	c := newCaches(r.core, cluster)
 	for _, inf := range c.fences {
 		// A failed list or watch that client-go hands to its handler is
 		// heard, though it leaves the cache as it was (see caches): an
@@ -86,7 +87,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.mu.Lock()
 	r.synced = true
 	r.mu.Unlock()
-	r.log.V(1).Info("reconciler caches synced", "namespaces", len(c.served), "clusterScope", cluster, "version", version)
+	r.log.V(1).Info("reconciler caches synced", "namespaces", len(c.served), "clusterScope", cluster)
 	if r.election == nil {
 		r.lead(ctx, c, q)
 		return ctx.Err()

@@ -37,7 +37,7 @@ func runReconciler(t *testing.T, rec *reconciler.Reconciler) (stop func()) {
 // Event, each timed from the fence change; the other namespace is not
 // touched.
 func TestRunOnFakes(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1")
+	f := drivertest.NewFake(t)
 	f.AddFence(t, "team-a", "fence-a", 2)
 	f.AddFence(t, "team-b", "fence-b", 2)
 	names := []string{"sb-0", "sb-1", "sb-2"}

@@ -25,7 +25,7 @@ import (
 // watch never delivers an event, so the cache stays stale for the whole
 // test.
 func TestStaleFenceCacheReadAgain(t *testing.T) {
-	f := drivertest.NewFake(t, "v1beta1")
+	f := drivertest.NewFake(t)
 	f.AddFence(t, "team-a", "fence-old", 1)
 	f.AddFence(t, "team-b", "fence-b", 1)
 	f.AddSandbox(t, "team-a", "sb-0", true, "fence-old", 1)

@@ -68,8 +68,7 @@ rules:
 // log: it fails if any request of that user was refused (a rule is
 // missing) or if a rule of the manifest allowed none of them (a rule is
 // unused). Each request is credited to the binding the RBAC authorizer
-// names as allowing it. The v0.4.x case adds rbac/v1alpha1.yaml, against
-// agent-sandbox v0.4.6's controller.
+// names as allowing it.
 func TestRBAC(t *testing.T) {
 	env.Config(t) // skips without an API server, as the package's tests do
 	crd, err := sandboxtest.SandboxCRD()
@@ -88,15 +87,6 @@ func TestRBAC(t *testing.T) {
 			})
 		})
 	}
-	t.Run("v0.4.x", func(t *testing.T) {
-		binary, crd := sandboxtest.LegacyController(t)
-		legacy := startAudited(t, crd)
-		var once sync.Once
-		testRBAC(t, legacy, "namespaced", 2, []string{"namespaced.yaml", "v1alpha1.yaml"}, func(t *testing.T, admin *rest.Config, _ string) {
-			// It watches every namespace.
-			once.Do(func() { sandboxtest.RunLegacyController(t, admin, binary) })
-		})
-	})
 }
 
 // audited is an API server with an audit log, until the test ends.
@@ -716,7 +706,6 @@ func rbacTable() (string, error) {
 	for _, f := range []struct{ file, manifest string }{
 		{"namespaced.yaml", "`namespaced.yaml`"},
 		{"cluster.yaml", "`cluster.yaml`"},
-		{"v1alpha1.yaml", "`v1alpha1.yaml`, added to either on agent-sandbox v0.4.x"},
 	} {
 		m, err := readRBAC(filepath.Join("rbac", f.file))
 		if err != nil {

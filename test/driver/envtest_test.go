@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
@@ -34,15 +33,13 @@ import (
 
 // observed reports whether the controller wrote conditions for the
 // sandbox's current generation, and the generation. It reads the sandbox
-// in version, with a dynamic client: the API server answers only for a
-// version its CRD serves.
-func observed(ctx context.Context, r *drivertest.Rig, version, name string) (bool, int64, error) {
+// with a dynamic client, as it is stored, not through the driver.
+func observed(ctx context.Context, r *drivertest.Rig, name string) (bool, int64, error) {
 	dyn, err := dynamic.NewForConfig(r.Cfg)
 	if err != nil {
 		return false, 0, err
 	}
-	gvr := schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: version, Resource: "sandboxes"}
-	u, err := dyn.Resource(gvr).Namespace(r.NS).Get(ctx, name, metav1.GetOptions{})
+	u, err := dyn.Resource(sandboxv1beta1.GroupVersion.WithResource("sandboxes")).Namespace(r.NS).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return false, 0, err
 	}
@@ -78,9 +75,13 @@ func (p *sandboxPaths) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
-// lifecycle: create reaches Ready; Stop returns Stopping or Stopped and
-// then reaches Stopped; start reaches Ready again; delete removes it.
-func lifecycle(t *testing.T, r *drivertest.Rig, version string) {
+// TestLifecycle: create reaches Ready; Stop returns Stopping or Stopped and
+// then reaches Stopped; start reaches Ready again, and the sandbox never
+// reads Stopped once its mode says Running, though the controller keeps
+// the Suspended condition beside Ready (agent-sandbox's API doc: Ready is
+// authoritative); delete removes it.
+func TestLifecycle(t *testing.T) {
+	r := drivertest.CurrentRig(t)
 	ctx := context.Background()
 	paths := &sandboxPaths{versions: map[string]bool{}}
 	cfg := rest.CopyConfig(r.Cfg)
@@ -91,7 +92,7 @@ func lifecycle(t *testing.T, r *drivertest.Rig, version string) {
 	s, err := d.Create(ctx, r.NS, "life", drivertest.AgentPod)
 	require.NoError(t, err)
 	paths.mu.Lock()
-	assert.Equal(t, map[string]bool{version: true}, paths.versions, "the driver speaks the version the CRD serves")
+	assert.Equal(t, map[string]bool{"v1beta1": true}, paths.versions, "the driver speaks v1beta1")
 	paths.mu.Unlock()
 	assert.Equal(t, driver.PhaseStarting, s.Phase)
 	drivertest.WaitPhase(t, d, r.NS, "life", driver.PhaseReady)
@@ -109,23 +110,39 @@ func lifecycle(t *testing.T, r *drivertest.Rig, version string) {
 	// Once the controller has observed the stop, the phase comes from
 	// what it wrote, not from the intent alone.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ok, gen, err := observed(ctx, r, version, "life")
+		ok, gen, err := observed(ctx, r, "life")
 		require.NoError(c, err)
 		assert.True(c, ok, "conditions of generation %d", gen)
 	}, drivertest.Settle, 20*time.Millisecond)
 	s, err = d.Get(ctx, r.NS, "life")
 	require.NoError(t, err)
 	assert.Equal(t, driver.PhaseStopping, s.Phase, "the pod is still terminating")
-	if version == "v1beta1" {
-		assert.Equal(t, sandboxv1beta1.SandboxReasonSuspendedPodTerminating, s.Reason)
-	}
+	assert.Equal(t, sandboxv1beta1.SandboxReasonSuspendedPodTerminating, s.Reason)
 	r.Kubelet.Release("life")
 	drivertest.WaitPhase(t, d, r.NS, "life", driver.PhaseStopped)
 
 	s, err = d.Start(ctx, r.NS, "life")
 	require.NoError(t, err)
 	assert.Equal(t, driver.PhaseStarting, s.Phase)
-	drivertest.WaitPhase(t, d, r.NS, "life", driver.PhaseReady)
+	// Every phase read from the start to Ready: the Suspended condition
+	// the stop left is never read as the live state.
+	var seen []driver.Phase
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := d.Get(ctx, r.NS, "life")
+		require.NoError(c, err)
+		if len(seen) == 0 || seen[len(seen)-1] != got.Phase {
+			seen = append(seen, got.Phase)
+		}
+		assert.Equal(c, driver.PhaseReady, got.Phase)
+	}, drivertest.Settle, 5*time.Millisecond, "the started sandbox never reached Ready")
+	assert.NotContains(t, seen, driver.PhaseStopped, "phases after the start: %v", seen)
+	cs, err := versioned.NewForConfig(r.Cfg)
+	require.NoError(t, err)
+	sb, err := cs.AgentsV1beta1().Sandboxes(r.NS).Get(ctx, "life", metav1.GetOptions{})
+	require.NoError(t, err)
+	suspended := conditionOf(sb.Status.Conditions, sandboxv1beta1.SandboxConditionSuspended)
+	require.NotNil(t, suspended, "the controller keeps the Suspended condition after a resume: %v", sb.Status.Conditions)
+	t.Logf("beside Ready: Suspended=%s %s", suspended.Status, suspended.Reason)
 
 	require.NoError(t, d.Delete(ctx, r.NS, "life"))
 	require.Eventually(t, func() bool {
@@ -134,9 +151,14 @@ func lifecycle(t *testing.T, r *drivertest.Rig, version string) {
 	}, drivertest.Settle, 20*time.Millisecond)
 }
 
-func TestLifecycle(t *testing.T) {
-	t.Run("v1beta1", func(t *testing.T) { lifecycle(t, drivertest.CurrentRig(t), "v1beta1") })
-	t.Run("v1alpha1 (v0.4.6)", func(t *testing.T) { lifecycle(t, drivertest.LegacyRig(t), "v1alpha1") })
+// conditionOf returns the condition of type t, or nil.
+func conditionOf(conds []metav1.Condition, t sandboxv1beta1.ConditionType) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == string(t) {
+			return &conds[i]
+		}
+	}
+	return nil
 }
 
 // TestPodNotOwnedStopFails: a pod of the sandbox's name that the sandbox

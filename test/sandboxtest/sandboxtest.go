@@ -1,6 +1,7 @@
 // Package sandboxtest is the agent-sandbox half of the test rig: the
-// project's own Sandbox CRD and controllers, the go.mod release in process
-// and v0.4.6 as a process, against a [kubetest] API server.
+// project's own Sandbox CRD and controller, of the release the build
+// selects, in process against a kubetest API server. hack/sandboxes.sh
+// runs the driver's suites at each agent-sandbox release they support.
 package sandboxtest
 
 import (
@@ -22,8 +23,6 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 // SandboxModule is the Go module of the agent-sandbox project.
@@ -42,30 +41,6 @@ func SandboxCRD() (string, error) {
 		return "", fmt.Errorf("the Sandbox CRD of %s: %w", SandboxModule, err)
 	}
 	return path, nil
-}
-
-// LegacyControllerEnv names the directory where `make test` builds the
-// controller of agent-sandbox v0.4.6 (the last release that serves only
-// v1alpha1) and puts that release's Sandbox CRD (hack/agentsandbox.sh).
-const LegacyControllerEnv = "KUBEWIRE_AGENT_SANDBOX_V1ALPHA1"
-
-// LegacyController returns the v0.4.6 controller binary and CRD. Without
-// the variable the test is skipped with a note to run `make test`, which
-// always sets it; if it is set and the files are missing, the test fails.
-func LegacyController(t testing.TB) (binary, crd string) {
-	t.Helper()
-	dir := os.Getenv(LegacyControllerEnv)
-	if dir == "" {
-		t.Skipf("needs the agent-sandbox v0.4.6 controller: %s is not set; `make test` builds it and sets it", LegacyControllerEnv)
-	}
-	binary = filepath.Join(dir, "agent-sandbox-controller")
-	crd = filepath.Join(dir, "crds", "agents.x-k8s.io_sandboxes.yaml")
-	for _, p := range []string{binary, crd} {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%s=%s: %v (run `make test`, which builds it)", LegacyControllerEnv, dir, err)
-		}
-	}
-	return binary, crd
 }
 
 // RunController runs agent-sandbox's own SandboxReconciler, of the release
@@ -127,36 +102,3 @@ func (noTracing) StartSpan(ctx context.Context, _ metav1.Object, _ string, _ map
 func (noTracing) GetTraceContext(context.Context) string              { return "" }
 func (noTracing) AddEvent(context.Context, string, map[string]string) {}
 func (noTracing) IsRecording(context.Context) bool                    { return false }
-
-// RunLegacyController starts the v0.4.6 controller binary as a process
-// against cfg's API server (through a kubeconfig), until the test ends. Its
-// output goes to the test log if the test fails.
-func RunLegacyController(t testing.TB, cfg *rest.Config, binary string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, binary,
-		"--kubeconfig="+kubetest.WriteKubeconfig(t, cfg),
-		"--leader-elect=false",
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=0",
-	)
-	var out strings.Builder
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("starting %s: %v", binary, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		if t.Failed() {
-			t.Logf("agent-sandbox v0.4.6 controller output:\n%s", out.String())
-		}
-	})
-}

@@ -6,16 +6,15 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 )
 
-// This file is the one place that knows both served versions of the
-// Sandbox API: it turns either into the driver's [Sandbox] view, and builds
-// the objects and patches the driver sends.
+// This file is the one place that knows the Sandbox API's fields: it turns
+// a v1beta1 Sandbox into the driver's [Sandbox] view, and builds the
+// objects and patches the driver sends.
 
 func fromV1beta1(o *sandboxv1beta1.Sandbox) Sandbox {
-	s := fromMeta(&o.ObjectMeta, sandboxv1beta1.GroupVersion.Version)
+	s := fromMeta(&o.ObjectMeta)
 	// operatingMode defaults to Running.
 	s.Running = o.Spec.OperatingMode != sandboxv1beta1.SandboxOperatingModeSuspended
 	s.HasStatus = len(o.Status.Conditions) > 0
@@ -23,30 +22,15 @@ func fromV1beta1(o *sandboxv1beta1.Sandbox) Sandbox {
 	return withPhase(s)
 }
 
-func fromV1alpha1(o *sandboxv1alpha1.Sandbox) Sandbox {
-	s := fromMeta(&o.ObjectMeta, sandboxv1alpha1.GroupVersion.Version)
-	// replicas defaults to 1.
-	s.Running = o.Spec.Replicas == nil || *o.Spec.Replicas > 0
-	s.HasStatus = len(o.Status.Conditions) > 0
-	s.Conditions = o.Status.Conditions
-	return withPhase(s)
-}
-
-func fromMeta(m *metav1.ObjectMeta, version string) Sandbox {
+func fromMeta(m *metav1.ObjectMeta) Sandbox {
 	s := Sandbox{
 		Namespace:       m.Namespace,
 		Name:            m.Name,
 		UID:             m.UID,
 		ResourceVersion: m.ResourceVersion,
 		Generation:      m.Generation,
-		Version:         version,
 		Deleting:        m.DeletionTimestamp != nil,
 		labels:          m.Labels,
-		podName:         m.Name,
-	}
-	// The controller tracks an adopted pod of another name here.
-	if name := m.Annotations[sandboxv1alpha1.SandboxPodNameAnnotation]; name != "" {
-		s.podName = name
 	}
 	ann := m.Annotations
 	if uid := ann[AnnotationFenceUID]; uid != "" {
@@ -67,17 +51,7 @@ func newV1beta1(meta metav1.ObjectMeta, tmpl sandboxv1beta1.PodTemplate) *sandbo
 	return o
 }
 
-func newV1alpha1(meta metav1.ObjectMeta, tmpl sandboxv1beta1.PodTemplate) *sandboxv1alpha1.Sandbox {
-	o := &sandboxv1alpha1.Sandbox{ObjectMeta: meta}
-	// The conversion agent-sandbox itself uses between the versions; it
-	// cannot fail.
-	_ = sandboxv1alpha1.ConvertPodTemplateFrom(&tmpl, &o.Spec.PodTemplate)
-	one := int32(1)
-	o.Spec.Replicas = &one
-	return o
-}
-
-// Patch is a JSON merge patch of a Sandbox of either version. Nil fields
+// Patch is a JSON merge patch of a Sandbox. Nil fields
 // are left out; a nil annotation value removes the annotation.
 type Patch struct {
 	Metadata patchMeta  `json:"metadata"`
@@ -93,18 +67,10 @@ type patchMeta struct {
 
 type patchSpec struct {
 	OperatingMode sandboxv1beta1.SandboxOperatingMode `json:"operatingMode,omitempty"`
-	Replicas      *int32                              `json:"replicas,omitempty"`
 }
 
-// intent returns the spec patch that sets the running intent in version.
-func intent(version string, running bool) *patchSpec {
-	if version == sandboxv1alpha1.GroupVersion.Version {
-		r := int32(0)
-		if running {
-			r = 1
-		}
-		return &patchSpec{Replicas: &r}
-	}
+// intent returns the spec patch that sets the running intent.
+func intent(running bool) *patchSpec {
 	if running {
 		return &patchSpec{OperatingMode: sandboxv1beta1.SandboxOperatingModeRunning}
 	}
@@ -112,23 +78,23 @@ func intent(version string, running bool) *patchSpec {
 }
 
 // SuspendPatch sets the intent to stopped and ends any bootstrap.
-func SuspendPatch(version string) *Patch {
+func SuspendPatch() *Patch {
 	return &Patch{
 		Metadata: patchMeta{Annotations: map[string]*string{AnnotationBootstrap: nil}},
-		Spec:     intent(version, false),
+		Spec:     intent(false),
 	}
 }
 
 // AdmitPatch records fence as the one the sandbox runs under, starts a
 // bootstrap at now and sets the intent to running.
-func AdmitPatch(version string, fence Fence, now time.Time) *Patch {
+func AdmitPatch(fence Fence, now time.Time) *Patch {
 	return &Patch{
 		Metadata: patchMeta{Annotations: map[string]*string{
 			AnnotationFenceUID:        ptr(string(fence.UID)),
 			AnnotationFenceGeneration: ptr(strconv.FormatInt(fence.Generation, 10)),
 			AnnotationBootstrap:       ptr(now.UTC().Format(time.RFC3339)),
 		}},
-		Spec: intent(version, true),
+		Spec: intent(true),
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package core is the typed core that package driver and package
 // reconciler share: a driver's clients and settings, the view of a
-// Sandbox of either served version, the guarded patch, the fence reads
+// Sandbox, the guarded patch, the fence reads
 // and the Event recorder. Package driver validates input and speaks its
 // public types; package reconciler reaches a driver's core with [Of].
 package core
@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
-	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 )
@@ -55,7 +54,7 @@ type Core struct {
 	events *recorder
 
 	mu     sync.Mutex
-	client sandboxClient // of the served version, probed once
+	probed bool // the API server served v1beta1 Sandboxes
 }
 
 // New returns the core of a driver whose requests go through sandboxes
@@ -97,45 +96,51 @@ func (c *Core) OwnLabels() labels.Set {
 // driver or gateway manages.
 var ErrNotOwned = errors.New("sandbox is not managed by this driver for this gateway")
 
-// ErrNotInstalled is the error of the version probe when the API server
+// ErrNotInstalled is the error of the API probe when the API server
 // serves no Sandbox version.
-var ErrNotInstalled = fmt.Errorf("the API server serves neither %s nor %s sandboxes; is agent-sandbox installed?", sandboxv1beta1.GroupVersion, sandboxv1alpha1.GroupVersion)
+var ErrNotInstalled = fmt.Errorf("the API server does not serve %s sandboxes; is agent-sandbox installed?", sandboxv1beta1.GroupVersion)
 
-// sandboxes returns the client of the served Sandbox version, probing the
-// API once: v1beta1 (agent-sandbox v0.5.0 and later), or v1alpha1 when the
-// API server answers 404 for v1beta1 (v0.4.x and earlier). A failed probe
+// v1alpha1 is the Sandbox API of agent-sandbox v0.4.x and earlier, which
+// agent-sandbox v1.0 removed from its module and the driver no longer
+// speaks. It is named here only to recognise a cluster that serves it
+// alone.
+var v1alpha1 = schema.GroupVersion{Group: sandboxv1beta1.GroupVersion.Group, Version: "v1alpha1"}
+
+// ErrV1alpha1Only is the error of the API probe when the API server serves
+// Sandboxes only as v1alpha1: agent-sandbox v0.4.x or earlier.
+var ErrV1alpha1Only = fmt.Errorf("the API server serves %s sandboxes only (agent-sandbox v0.4.x or earlier); the driver speaks %s: upgrade agent-sandbox to v0.5.x, which serves both, then to v1.0 (agent-sandbox's docs/api-migration-guide.md)", v1alpha1, sandboxv1beta1.GroupVersion)
+
+// Probe checks, once, that the API server serves v1beta1 Sandboxes
+// (agent-sandbox v0.5.0 and later), with a list of at most one of the
+// gateway's sandboxes, which the driver may do anyway: the API server
+// answers 404 for a version it does not serve. On a 404 it asks discovery
+// whether v1alpha1 alone is served, to say how to upgrade. A failed probe
 // is not remembered.
-func (c *Core) sandboxes(ctx context.Context) (sandboxClient, error) {
+func (c *Core) Probe(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.client != nil {
-		return c.client, nil
+	if c.probed {
+		return nil
 	}
-	// A list of at most one of the gateway's sandboxes, which the driver
-	// may do anyway: the API server answers 404 for a version it does not
-	// serve. Discovery would say the same, but its client-go call takes no
-	// context.
-	for _, gv := range []schema.GroupVersion{sandboxv1beta1.GroupVersion, sandboxv1alpha1.GroupVersion} {
-		client := newSandboxClient(c.Sandboxes, gv.Version)
-		_, _, err := client.list(ctx, c.Namespaces[0], metav1.ListOptions{LabelSelector: c.Selector(), Limit: 1})
-		if err == nil {
-			c.client = client
-			return c.client, nil
-		}
-		if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("probing %s: %w", gv, err)
-		}
+	_, err := c.Sandboxes.AgentsV1beta1().Sandboxes(c.Namespaces[0]).List(ctx, metav1.ListOptions{LabelSelector: c.Selector(), Limit: 1})
+	switch {
+	case err == nil:
+		c.probed = true
+		return nil
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("probing %s: %w", sandboxv1beta1.GroupVersion, err)
 	}
-	return nil, ErrNotInstalled
-}
-
-// Version probes the served Sandbox version, once.
-func (c *Core) Version(ctx context.Context) (string, error) {
-	client, err := c.sandboxes(ctx)
-	if err != nil {
-		return "", err
+	// Discovery takes no context before client-go v0.37 (the driver supports
+	// v0.36); the stack's per-attempt timeout
+	// bounds it, and it is made only on a cluster without v1beta1.
+	_, err = c.Sandboxes.Discovery().ServerResourcesForGroupVersion(v1alpha1.String())
+	switch {
+	case err == nil:
+		return ErrV1alpha1Only
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("probing %s: %w", v1alpha1, err)
 	}
-	return client.version(), nil
+	return ErrNotInstalled
 }
 
 // Warn records a Warning Event about s; false when it was dropped, over
@@ -163,17 +168,14 @@ func Limit(option string, qps float64, burst int) (float64, error) {
 	return min(qps, float64(rate.Inf)), nil
 }
 
-// View converts an informer's Sandbox object of either version, or
-// returns the view a [Lean] cache entry holds.
+// View converts an informer's Sandbox object, or returns the view a
+// [Lean] cache entry holds.
 func View(o any) (Sandbox, bool) {
 	if e, ok := o.(*cached); ok {
 		return e.view, true
 	}
-	switch s := o.(type) {
-	case *sandboxv1beta1.Sandbox:
+	if s, ok := o.(*sandboxv1beta1.Sandbox); ok {
 		return fromV1beta1(s), true
-	case *sandboxv1alpha1.Sandbox:
-		return fromV1alpha1(s), true
 	}
 	return Sandbox{}, false
 }

@@ -15,15 +15,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
-	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 )
 
-// scheme knows both Sandbox versions, so that Events can refer to either.
+// scheme knows the Sandbox type, so that Events can refer to one.
 var scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(sandboxv1beta1.AddToScheme(s))
-	utilruntime.Must(sandboxv1alpha1.AddToScheme(s))
 	return s
 }()
 
@@ -142,9 +140,5 @@ func truncate(note string) string {
 
 // regarding returns the typed object an Event refers to.
 func regarding(s Sandbox) runtime.Object {
-	meta := metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion}
-	if s.Version == sandboxv1alpha1.GroupVersion.Version {
-		return &sandboxv1alpha1.Sandbox{ObjectMeta: meta}
-	}
-	return &sandboxv1beta1.Sandbox{ObjectMeta: meta}
+	return &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion}}
 }

@@ -80,34 +80,30 @@ func TestTruncate(t *testing.T) {
 	}
 }
 
-// TestEventRegarding: an Event refers to the sandbox in the version it
-// was read through, with its uid and resourceVersion, and carries the
-// reason, the action and the note, truncated to what the API accepts.
+// TestEventRegarding: an Event refers to the v1beta1 sandbox, with its uid
+// and resourceVersion, and carries the reason, the action and the note,
+// truncated to what the API accepts.
 func TestEventRegarding(t *testing.T) {
-	for _, version := range []string{"v1beta1", "v1alpha1"} {
-		t.Run(version, func(t *testing.T) {
-			kube := fake.NewClientset()
-			r := newRecorder(kube, "kubewire-driver", rate.NewLimiter(rate.Inf, 1), logr.Discard())
-			t.Cleanup(r.shutdown)
-			s := Sandbox{Namespace: "ns", Name: "sb", UID: "uid-sb", ResourceVersion: "42", Version: version}
-			require.True(t, r.warn(s, "StaleFence", "Suspend", strings.Repeat("n", 2*maxNote)))
-			var got []eventsv1.Event
-			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				l, err := kube.EventsV1().Events("ns").List(t.Context(), metav1.ListOptions{})
-				require.NoError(c, err)
-				got = l.Items
-				assert.Len(c, got, 1)
-			}, 10*time.Second, 10*time.Millisecond)
-			e := got[0]
-			assert.Equal(t, corev1.ObjectReference{
-				Kind: "Sandbox", APIVersion: "agents.x-k8s.io/" + version,
-				Namespace: "ns", Name: "sb", UID: "uid-sb", ResourceVersion: "42",
-			}, e.Regarding)
-			assert.Equal(t, corev1.EventTypeWarning, e.Type)
-			assert.Equal(t, "StaleFence", e.Reason)
-			assert.Equal(t, "Suspend", e.Action)
-			assert.Equal(t, "kubewire-driver", e.ReportingController)
-			assert.Equal(t, truncate(strings.Repeat("n", 2*maxNote)), e.Note)
-		})
-	}
+	kube := fake.NewClientset()
+	r := newRecorder(kube, "kubewire-driver", rate.NewLimiter(rate.Inf, 1), logr.Discard())
+	t.Cleanup(r.shutdown)
+	s := Sandbox{Namespace: "ns", Name: "sb", UID: "uid-sb", ResourceVersion: "42"}
+	require.True(t, r.warn(s, "StaleFence", "Suspend", strings.Repeat("n", 2*maxNote)))
+	var got []eventsv1.Event
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		l, err := kube.EventsV1().Events("ns").List(t.Context(), metav1.ListOptions{})
+		require.NoError(c, err)
+		got = l.Items
+		assert.Len(c, got, 1)
+	}, 10*time.Second, 10*time.Millisecond)
+	e := got[0]
+	assert.Equal(t, corev1.ObjectReference{
+		Kind: "Sandbox", APIVersion: "agents.x-k8s.io/v1beta1",
+		Namespace: "ns", Name: "sb", UID: "uid-sb", ResourceVersion: "42",
+	}, e.Regarding)
+	assert.Equal(t, corev1.EventTypeWarning, e.Type)
+	assert.Equal(t, "StaleFence", e.Reason)
+	assert.Equal(t, "Suspend", e.Action)
+	assert.Equal(t, "kubewire-driver", e.ReportingController)
+	assert.Equal(t, truncate(strings.Repeat("n", 2*maxNote)), e.Note)
 }

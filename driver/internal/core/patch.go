@@ -22,13 +22,12 @@ import (
 // that reached the API server twice fails the second time with 409 and is
 // decided again from what the first one wrote.
 func (c *Core) Update(ctx context.Context, ns, name string, current *Sandbox, decide func(s Sandbox, conflict error) *Patch) (Sandbox, error) {
-	client, err := c.sandboxes(ctx)
-	if err != nil {
+	if err := c.Probe(ctx); err != nil {
 		return Sandbox{}, err
 	}
 	var out Sandbox
 	var conflict error
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var s Sandbox
 		if current != nil {
 			s, current = *current, nil
@@ -48,7 +47,7 @@ func (c *Core) Update(ctx context.Context, ns, name string, current *Sandbox, de
 		if err != nil {
 			return err
 		}
-		out, err = client.mergePatch(ctx, ns, name, body)
+		out, err = c.mergePatch(ctx, ns, name, body)
 		conflict = err
 		return err
 	})

@@ -43,38 +43,15 @@ type Fence struct {
 	Generation int64
 }
 
-// podState is what the driver knows of a stopped v1alpha1 sandbox's pod.
-// Controllers up to v0.4.x report Ready=True for a sandbox with replicas 0
-// whether or not its pod is still terminating, so only the pod itself tells
-// Stopping from Stopped.
-type podState int
-
-const (
-	// podNotChecked: the pod was not looked up (not needed, or v1beta1).
-	podNotChecked podState = iota
-	// podPresent: the sandbox's pod still exists.
-	podPresent
-	// podAbsent: the API server says the sandbox's pod does not exist.
-	podAbsent
-	// podNotOwned: a pod of that name exists but the sandbox does not own
-	// it; the controller will not delete it, so the stop cannot complete.
-	podNotOwned
-)
-
-// Sandbox is the driver's view of a Sandbox resource of either served
-// version: what package driver reports and package reconciler decides
-// from.
+// Sandbox is the driver's view of a Sandbox resource: what package driver
+// reports and package reconciler decides from.
 type Sandbox struct {
 	Namespace       string
 	Name            string
 	UID             types.UID
 	ResourceVersion string
 	Generation      int64
-	// Version is the API version the sandbox was read through: v1beta1,
-	// or v1alpha1 on agent-sandbox releases before v0.5.0.
-	Version string
-	// Running is the intent: spec.operatingMode Running (v1beta1) or
-	// spec.replicas 1 (v1alpha1).
+	// Running is the intent: spec.operatingMode Running.
 	Running  bool
 	Deleting bool
 	// Fence is the pair recorded at admission; zero if none was.
@@ -95,10 +72,7 @@ type Sandbox struct {
 	Reason  string
 	Message string
 
-	labels  map[string]string
-	podName string
-	// pod is checked only for a stopped v1alpha1 sandbox.
-	pod podState
+	labels map[string]string
 }
 
 // condition returns the condition of type t that describes the current
@@ -130,29 +104,36 @@ func (s *Sandbox) condition(t sandboxv1beta1.ConditionType) *metav1.Condition {
 //	no current condition (the controller has not observed
 //	the last stop or start)                                 Starting or Stopping, by intent
 //
-//	intent stopped:
-//	  Suspended=True (v0.5+)                                Stopped
-//	  Suspended=False, PodNotOwned (the stop cannot finish) Error
-//	  other Suspended                                       Stopping
+//	intent stopped (operatingMode Suspended):
 //	  Ready=False SandboxExpired                            Finished
-//	  no Suspended (v0.4.x, v1alpha1): pod gone             Stopped
-//	  no Suspended, a pod the sandbox does not own          Error (PodNotOwned)
-//	  no Suspended, pod present or not checked              Stopping
+//	  Suspended=True                                        Stopped
+//	  Suspended=False PodNotOwned (the stop cannot finish)  Error
+//	  Suspended=False PodTerminating or PodNotTerminated    Stopping
+//	  no current Suspended                                  Stopping
+//	  Suspended with another reason (PodStateUnknown: the
+//	  controller could not read the pod)                    Unknown
 //
-//	intent running:
+//	intent running (operatingMode Running):
 //	  Ready=True                                            Ready
-//	  Finished=True PodSucceeded, Ready=False PodSucceeded
-//	  or SandboxExpired                                     Finished
-//	  Finished=True PodFailed, Ready=False PodFailed or
-//	  MultiplePods                                          Error
-//	  not ready yet (DependenciesNotReady, ReconcilerError,
-//	  no Ready), bootstrap in progress                      Starting
+//	  Finished=True PodSucceeded                            Finished
+//	  Finished=True, another reason (PodFailed)             Error
+//	  Ready=False PodSucceeded or SandboxExpired            Finished
+//	  Ready=False PodFailed or MultiplePods                 Error
+//	  not ready yet (no Ready; Ready=False
+//	  DependenciesNotReady, ReconcilerError, or
+//	  SandboxSuspended before the controller starts the
+//	  pod again), bootstrap in progress                     Starting
 //	  not ready yet, no bootstrap                           Provisioning
-//	  Ready=False, any other reason                         Error
+//	  Ready=False, a reason not listed here                 Unknown
 //
-// Ready is authoritative while running: a stale Suspended=True next to
-// Ready=True (v0.5.0 to v0.5.3 after a resume) does not make a sandbox
-// Stopped. While stopped it is not: v0.4.x reports Ready=True for replicas 0.
+// The intent decides which conditions count, so that a lingering
+// condition is never read as the live state: agent-sandbox keeps the
+// Suspended condition after a resume (v1.0's API doc: consumers treat
+// Ready as authoritative), v0.5.0 to v0.5.3 with Status True. A running
+// sandbox is never Stopped, whatever Suspended says, and a stopped one
+// is Stopped only on Suspended=True. A reason the driver does not know
+// is reported as Unknown with that reason and message, never guessed
+// into a failure or a success: the reconciler acts on neither.
 // It returns the phase and the condition that decided it, if any.
 func derive(s *Sandbox) (Phase, *metav1.Condition) {
 	if s.Deleting {
@@ -179,18 +160,18 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 		case ready != nil && ready.Reason == sandboxv1beta1.SandboxReasonExpired:
 			// An expired sandbox keeps only Ready current (v0.5.6).
 			return PhaseFinished, ready
-		case suspended != nil && suspended.Status == metav1.ConditionTrue:
+		case suspended == nil:
+			return PhaseStopping, nil
+		case suspended.Status == metav1.ConditionTrue:
 			return PhaseStopped, suspended
-		case suspended != nil && suspended.Reason == sandboxv1beta1.SandboxReasonSuspendedPodNotOwned:
-			return PhaseError, suspended
-		case suspended != nil:
-			return PhaseStopping, suspended
-		case s.pod == podAbsent:
-			return PhaseStopped, nil
-		case s.pod == podNotOwned:
-			return PhaseError, &podNotOwnedCondition
 		}
-		return PhaseStopping, nil
+		switch suspended.Reason {
+		case sandboxv1beta1.SandboxReasonSuspendedPodNotOwned:
+			return PhaseError, suspended
+		case sandboxv1beta1.SandboxReasonSuspendedPodTerminating, sandboxv1beta1.SandboxReasonSuspendedPodNotTerminated:
+			return PhaseStopping, suspended
+		}
+		return PhaseUnknown, suspended
 	}
 	if ready != nil && ready.Status == metav1.ConditionTrue {
 		return PhaseReady, ready
@@ -211,6 +192,8 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 	switch ready.Reason {
 	case sandboxv1beta1.SandboxReasonPodSucceeded, sandboxv1beta1.SandboxReasonExpired:
 		return PhaseFinished, ready
+	case sandboxv1beta1.SandboxReasonPodFailed, sandboxv1beta1.SandboxReasonMultiplePods:
+		return PhaseError, ready
 	case sandboxv1beta1.SandboxReasonDependenciesNotReady, reasonReconcilerError, sandboxv1beta1.SandboxReasonSuspended:
 		// SandboxSuspended while the intent is running: the controller
 		// has not yet started the pod again.
@@ -220,19 +203,12 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 		}
 		return notYet, ready
 	}
-	return PhaseError, ready
+	return PhaseUnknown, ready
 }
 
 // reasonReconcilerError is the Ready reason the controller sets when its
 // reconcile failed; agent-sandbox has no constant for it.
 const reasonReconcilerError = "ReconcilerError"
-
-// podNotOwnedCondition explains a v1alpha1 stop that cannot complete, in the words
-// v0.5+ controllers use for it.
-var podNotOwnedCondition = metav1.Condition{
-	Reason:  sandboxv1beta1.SandboxReasonSuspendedPodNotOwned,
-	Message: "a pod of the sandbox's name exists that the sandbox does not own; the controller will not delete it",
-}
 
 // withPhase fills in s's phase and its explanation.
 func withPhase(s Sandbox) Sandbox {

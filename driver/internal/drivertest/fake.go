@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	sandboxfake "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned/fake"
 
@@ -44,8 +43,9 @@ const (
 // leaves out: a merge patch whose metadata.resourceVersion is not the
 // stored one is refused with 409 Conflict, and an applied one bumps the
 // resourceVersion (and the generation when the spec changed), as the API
-// server does. The fake serves Version only: a list of the other version
-// is answered 404, as an API server without it answers.
+// server does. The fake serves Version only, v1beta1 unless [Fake.Serve]
+// says otherwise: a request of another version is answered 404, as an API
+// server without it answers.
 type Fake struct {
 	Version   string
 	Sandboxes *sandboxfake.Clientset
@@ -55,12 +55,12 @@ type Fake struct {
 	rv int
 }
 
-// NewFake returns an empty fake serving version (v1beta1 or v1alpha1).
-func NewFake(t testing.TB, version string) *Fake {
+// NewFake returns an empty fake serving v1beta1.
+func NewFake(t testing.TB) *Fake {
 	t.Helper()
-	f := &Fake{Version: version, Sandboxes: sandboxfake.NewSimpleClientset(), Kube: kubefake.NewSimpleClientset(), rv: 100}
+	f := &Fake{Version: sandboxv1beta1.GroupVersion.Version, Sandboxes: sandboxfake.NewSimpleClientset(), Kube: kubefake.NewSimpleClientset(), rv: 100}
 	f.Sandboxes.PrependReactor("*", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if v := a.GetResource().Version; v != version {
+		if v := a.GetResource().Version; v != f.Version {
 			return true, nil, apierrors.NewNotFound(a.GetResource().GroupResource(), "")
 		}
 		return false, nil, nil
@@ -75,6 +75,20 @@ func NewFake(t testing.TB, version string) *Fake {
 		return false, nil, nil
 	})
 	return f
+}
+
+// Serve makes f serve Sandboxes as version only: "v1alpha1", as
+// agent-sandbox v0.4.x does, which its discovery then lists, or "" for
+// none, as an API server without agent-sandbox. Call it before the clients
+// are used.
+func (f *Fake) Serve(version string) {
+	f.Version = version
+	if version != "" {
+		f.Sandboxes.Resources = []*metav1.APIResourceList{{
+			GroupVersion: sandboxv1beta1.GroupVersion.Group + "/" + version,
+			APIResources: []metav1.APIResource{{Name: "sandboxes", Namespaced: true, Kind: "Sandbox"}},
+		}}
+	}
 }
 
 // Driver returns a driver for namespaces team-a and team-b on f, logging
@@ -143,10 +157,7 @@ func (f *Fake) patch(a k8stesting.Action) (bool, runtime.Object, error) {
 }
 
 func spec(o runtime.Object) any {
-	switch s := o.(type) {
-	case *sandboxv1beta1.Sandbox:
-		return s.Spec
-	case *sandboxv1alpha1.Sandbox:
+	if s, ok := o.(*sandboxv1beta1.Sandbox); ok {
 		return s.Spec
 	}
 	return nil
@@ -167,8 +178,7 @@ func (f *Fake) AddFence(t testing.TB, ns, uid string, gen int64) {
 
 // AddSandbox stores a sandbox owned by gateway "gw" admitted under fence
 // (uid, gen), running or suspended, with the conditions the real
-// controllers write (DESIGN 5a): v0.5+ for v1beta1, v0.4.x for v1alpha1,
-// which reports Ready for replicas 0.
+// controllers (v0.5.4 and later) write.
 func (f *Fake) AddSandbox(t testing.TB, ns, name string, running bool, fenceUID string, fenceGen int64) {
 	t.Helper()
 	meta := metav1.ObjectMeta{
@@ -178,19 +188,6 @@ func (f *Fake) AddSandbox(t testing.TB, ns, name string, running bool, fenceUID 
 	}
 	cond := func(typ, status, reason string) metav1.Condition {
 		return metav1.Condition{Type: typ, Status: metav1.ConditionStatus(status), Reason: reason, ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))}
-	}
-	if f.Version == sandboxv1alpha1.GroupVersion.Version {
-		replicas := int32(0)
-		if running {
-			replicas = 1
-		}
-		o := &sandboxv1alpha1.Sandbox{ObjectMeta: meta}
-		o.Spec.Replicas = &replicas
-		o.Status.Conditions = []metav1.Condition{cond("Ready", "True", sandboxv1beta1.SandboxReasonDependenciesReady)}
-		// Create, not Add: Add guesses the resource from the kind
-		// ("sandboxs").
-		require.NoError(t, f.Sandboxes.Tracker().Create(f.resource(), o, ns))
-		return
 	}
 	o := &sandboxv1beta1.Sandbox{ObjectMeta: meta}
 	o.Spec.OperatingMode = sandboxv1beta1.SandboxOperatingModeRunning
@@ -227,8 +224,7 @@ func (f *Fake) Mutations() int {
 	return n
 }
 
-// Sandbox returns the stored sandbox ns/name as a v1beta1 or v1alpha1
-// object.
+// Sandbox returns the stored sandbox ns/name.
 func (f *Fake) Sandbox(t testing.TB, ns, name string) runtime.Object {
 	t.Helper()
 	o, err := f.Sandboxes.Tracker().Get(f.resource(), ns, name)
@@ -236,16 +232,16 @@ func (f *Fake) Sandbox(t testing.TB, ns, name string) runtime.Object {
 	return o
 }
 
-// resource is the sandboxes of the served version.
+// resource is the v1beta1 sandboxes.
 func (f *Fake) resource() schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: sandboxv1beta1.GroupVersion.Group, Version: f.Version, Resource: "sandboxes"}
+	return sandboxv1beta1.GroupVersion.WithResource("sandboxes")
 }
 
-// StaleFixture is a fake of version on which both namespaces' fences are
-// at generation 2; every sandbox was admitted under generation 1, running
-// or not.
-func StaleFixture(t testing.TB, version string, running bool) *Fake {
-	f := NewFake(t, version)
+// StaleFixture is a fake on which both namespaces' fences are at
+// generation 2; every sandbox was admitted under generation 1, running or
+// not.
+func StaleFixture(t testing.TB, running bool) *Fake {
+	f := NewFake(t)
 	f.AddFence(t, "team-a", "fence-a", 2)
 	f.AddFence(t, "team-b", "fence-b", 2)
 	for i := 0; i < 4; i++ {

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
-	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/kubeadapter"
@@ -99,20 +98,17 @@ func (f *Fake) Change(ns, name string, change func(runtime.Object)) error {
 }
 
 // Running reports the intent of the stored sandbox ns/name:
-// spec.operatingMode Running (v1beta1) or spec.replicas above 0
-// (v1alpha1). It may be called from any goroutine.
+// spec.operatingMode Running. It may be called from any goroutine.
 func (f *Fake) Running(ns, name string) (bool, error) {
 	o, err := f.Sandboxes.Tracker().Get(f.resource(), ns, name)
 	if err != nil {
 		return false, err
 	}
-	switch s := o.(type) {
-	case *sandboxv1beta1.Sandbox:
-		return s.Spec.OperatingMode != sandboxv1beta1.SandboxOperatingModeSuspended, nil
-	case *sandboxv1alpha1.Sandbox:
-		return s.Spec.Replicas == nil || *s.Spec.Replicas > 0, nil
+	s, ok := o.(*sandboxv1beta1.Sandbox)
+	if !ok {
+		return false, fmt.Errorf("drivertest: %s/%s is a %T, not a sandbox", ns, name, o)
 	}
-	return false, fmt.Errorf("drivertest: %s/%s is a %T, not a sandbox", ns, name, o)
+	return s.Spec.OperatingMode != sandboxv1beta1.SandboxOperatingModeSuspended, nil
 }
 
 // Paginate makes f answer a list of sandboxes that sets a limit as the API

@@ -159,7 +159,6 @@ func readObject(raw []byte) (*Object, error) {
 		} `json:"metadata"`
 		Spec struct {
 			OperatingMode string `json:"operatingMode"`
-			Replicas      *int32 `json:"replicas"`
 		} `json:"spec"`
 	}
 	if err := json.Unmarshal(raw, &o); err != nil {
@@ -177,11 +176,8 @@ func readObject(raw []byte) (*Object, error) {
 	}
 	obj := &Object{UID: o.Metadata.UID, ResourceVersion: o.Metadata.ResourceVersion, Generation: o.Metadata.Generation}
 	if o.Kind == "Sandbox" {
-		// v1beta1 defaults operatingMode to Running; v1alpha1 speaks replicas.
+		// operatingMode defaults to Running.
 		obj.Running = o.Spec.OperatingMode != "Suspended"
-		if o.Spec.Replicas != nil {
-			obj.Running = *o.Spec.Replicas > 0
-		}
 		obj.FenceUID = o.Metadata.Annotations[annotationFenceUID]
 		if g := o.Metadata.Annotations[annotationFenceGeneration]; g != "" {
 			gen, err := strconv.ParseInt(g, 10, 64)

@@ -48,29 +48,14 @@ type Rig struct {
 	Kubelet *kubetest.Kubelet
 }
 
-// CurrentRig runs agent-sandbox's controller of the go.mod release in
-// process, against the package's API server.
+// CurrentRig runs agent-sandbox's controller of the release the build
+// selects in process, against the package's API server, with that
+// release's CRD. hack/sandboxes.sh runs the suites at each release the
+// driver supports.
 func CurrentRig(t *testing.T) *Rig {
 	r := NewRig(t, env.Config(t))
 	sandboxtest.RunController(t, r.Cfg, r.NS)
 	return r
-}
-
-// LegacyRig uses a second API server, with the v0.4.6 CRD (v1alpha1 only;
-// it cannot share one with the v1beta1 CRD), and runs the v0.4.6
-// controller binary against it.
-func LegacyRig(t *testing.T) *Rig {
-	env.Config(t) // skips or fails as the package's API server does
-	binary, crd := sandboxtest.LegacyController(t)
-	r := NewRig(t, kubetest.Shared(crd).Config(t))
-	sandboxtest.RunLegacyController(t, r.Cfg, binary)
-	return r
-}
-
-// Rigs runs test against each release's controller.
-func Rigs(t *testing.T, test func(t *testing.T, r *Rig)) {
-	t.Run("v1beta1", func(t *testing.T) { test(t, CurrentRig(t)) })
-	t.Run("v1alpha1 (v0.4.6)", func(t *testing.T) { test(t, LegacyRig(t)) })
 }
 
 func NewRig(t *testing.T, cfg *rest.Config) *Rig {
