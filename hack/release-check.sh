@@ -9,7 +9,8 @@
 #   a  the root, importing timeout: no k8s.io, sigs.k8s.io, Prometheus or OpenTelemetry module
 #   b  kubeadapter beside client-go v0.34.0: builds, raises no module
 #   c  the driver: every module at the version its go.mod states, and its
-#      tests pass there
+#      tests pass there; and beside agent-sandbox v1.0.3 (agentSandboxNewest
+#      in hack/release/check.go): it builds and its tests pass there too
 #   d  go install .../cmd/kubewire@candidate, and `kubewire probe -h`
 #   e  every published module in one module: all their packages build
 #

@@ -28,6 +28,11 @@ import (
 // user's graph.
 const clientGoFloor = "v0.34.0"
 
+// agentSandboxNewest is the newest agent-sandbox release the driver
+// supports, the newest of the Makefile's SANDBOX_RELEASES: (c) tests the
+// driver beside it as well as at its floor.
+const agentSandboxNewest = "v1.0.3"
+
 // Modules whose selected versions the report shows, where a graph has them.
 var headline = []struct{ label, path string }{
 	{"client-go", "k8s.io/client-go"},
@@ -473,20 +478,33 @@ func (r *checker) kubeadapter(c *candidate) {
 
 // driver is (c): a user's build of the driver selects every module at the
 // version driver/go.mod states, and the driver's tests pass there: its
-// floor, which the workspace never builds.
+// floor, which the workspace never builds. They pass beside
+// agentSandboxNewest too.
 func (r *checker) driver(c *candidate) {
-	start := time.Now()
 	m := c.module(repoPath + "/driver")
 	if m == nil {
 		r.failf("(c) the driver is not published")
 		return
 	}
-	dir, err := r.scratch("driver", []string{m.path + "@" + c.version}, nil)
+	r.driverBeside(c, m, "")
+	r.driverBeside(c, m, agentSandboxNewest)
+}
+
+// driverBeside gets the driver with its tests' dependencies into a user's
+// module, beside agent-sandbox at sandbox, or at the driver's floor if
+// sandbox is empty, and runs the driver's tests there.
+func (r *checker) driverBeside(c *candidate, m *pubModule, sandbox string) {
+	start := time.Now()
+	name, what, get := "driver", "driver/...@"+c.version, []string{"get", "-t", m.path + "/...@" + c.version}
+	if sandbox != "" {
+		name, what, get = "driver-sandbox", what+" beside agent-sandbox "+sandbox, append(get, "sigs.k8s.io/agent-sandbox@"+sandbox)
+	}
+	dir, err := r.scratch(name, []string{m.path + "@" + c.version}, nil)
 	if err != nil {
 		r.failf("(c) %v", err)
 		return
 	}
-	if _, err := r.goCmd(dir, false, "get", "-t", m.path+"/...@"+c.version); err != nil {
+	if _, err := r.goCmd(dir, false, get...); err != nil {
 		r.failf("(c) %v", err)
 		return
 	}
@@ -495,25 +513,33 @@ func (r *checker) driver(c *candidate) {
 		r.failf("(c) %v", err)
 		return
 	}
-	r.printGraph("driver", g)
-	f, err := modfile.ParseLax("driver/go.mod", m.goMod, nil)
-	if err != nil {
-		r.failf("(c) %v", err)
-		return
-	}
-	same := 0
-	for _, req := range f.Require {
-		switch got := g.versions[req.Mod.Path]; {
-		case inRepo(req.Mod.Path):
-		case got == "":
-			r.failf("(c) driver/go.mod states %s %s, a user's build of the driver has none", req.Mod.Path, req.Mod.Version)
-		case got == req.Mod.Version:
-			same++
-		default:
-			r.failf("(c) driver/go.mod states %s %s, a user's build of the driver selects %s", req.Mod.Path, req.Mod.Version, got)
+	r.printGraph(name, g)
+	stated := ""
+	if sandbox != "" {
+		if got := g.versions["sigs.k8s.io/agent-sandbox"]; got != sandbox {
+			r.failf("(c) go get -t %s selects agent-sandbox %s", what, got)
 		}
+	} else {
+		f, err := modfile.ParseLax("driver/go.mod", m.goMod, nil)
+		if err != nil {
+			r.failf("(c) %v", err)
+			return
+		}
+		same := 0
+		for _, req := range f.Require {
+			switch got := g.versions[req.Mod.Path]; {
+			case inRepo(req.Mod.Path):
+			case got == "":
+				r.failf("(c) driver/go.mod states %s %s, a user's build of the driver has none", req.Mod.Path, req.Mod.Version)
+			case got == req.Mod.Version:
+				same++
+			default:
+				r.failf("(c) driver/go.mod states %s %s, a user's build of the driver selects %s", req.Mod.Path, req.Mod.Version, got)
+			}
+		}
+		stated = fmt.Sprintf(", %d as driver/go.mod states them", same)
 	}
-	r.logf(start, "(c) go get -t driver/...@%s: %d modules, %d as driver/go.mod states them; %s", c.version, len(g.order), same, g.headline())
+	r.logf(start, "(c) go get -t %s: %d modules%s; %s", what, len(g.order), stated, g.headline())
 
 	start = time.Now()
 	cmd := exec.Command("go", "test", "-json", "-count=1", m.path+"/...")
@@ -533,17 +559,17 @@ func (r *checker) driver(c *candidate) {
 	res := readTestJSON(out, r.verbose)
 	werr := cmd.Wait()
 	for _, p := range res.failed {
-		r.failf("(c) driver test %s:\n%s", p, tail(res.output[p], 40))
+		r.failf("(c) go test %s: %s:\n%s", what, p, tail(res.output[p], 40))
 	}
 	if werr != nil && len(res.failed) == 0 {
-		r.failf("(c) go test: %v\n%s", werr, tail(stderr.String(), 30))
+		r.failf("(c) go test %s: %v\n%s", what, werr, tail(stderr.String(), 30))
 	}
 	skipped := ""
 	if len(res.skipped) > 0 {
 		skipped = fmt.Sprintf(" (%s)", strings.Join(res.skipped, ", "))
 	}
-	r.logf(start, "(c) go test driver/...@%s there: %d packages ok (slowest %s, %.1fs), %d failed, %d without tests; %d tests passed, %d failed, %d skipped%s",
-		c.version, res.pkgOK, res.slowestPkg, res.slowest, len(res.failed), res.pkgNoTests, res.passed, res.testsFailed, len(res.skipped), skipped)
+	r.logf(start, "(c) go test %s there: %d packages ok (slowest %s, %.1fs), %d failed, %d without tests; %d tests passed, %d failed, %d skipped%s",
+		what, res.pkgOK, res.slowestPkg, res.slowest, len(res.failed), res.pkgNoTests, res.passed, res.testsFailed, len(res.skipped), skipped)
 }
 
 type testResult struct {
