@@ -460,6 +460,35 @@ func TestStop(t *testing.T) {
 	assert.Equal(t, rv, p[0]["metadata"].(map[string]any)["resourceVersion"], "the guard")
 }
 
+// TestWriteDeadlineIsAnError: a stop or start whose PATCH fails with an
+// error that wraps context.DeadlineExceeded or context.Canceled (kubewire's
+// per-attempt timeout, a caller who gave up) fails with it. client-go
+// before v0.37 (the driver's floor is v0.36.3) has retry.RetryOnConflict
+// return nil then, and Stop answered success with an empty sandbox; the
+// agent-sandbox matrix found it on the real API server.
+func TestWriteDeadlineIsAnError(t *testing.T) {
+	for _, cause := range []error{context.DeadlineExceeded, context.Canceled} {
+		for _, op := range []string{"stop", "start"} {
+			t.Run(op+"/"+cause.Error(), func(t *testing.T) {
+				f := drivertest.StaleFixture(t, op == "stop")
+				f.Fault("patch", "sandboxes", func(a k8stesting.Action) error {
+					return fmt.Errorf("Patch %q: request timeout: %w", a.GetResource().Resource, cause)
+				})
+				d := f.Driver(t, nil)
+				var err error
+				if op == "stop" {
+					_, err = d.Stop(context.Background(), "team-a", "sb-0")
+				} else {
+					_, err = d.Start(context.Background(), "team-a", "sb-0")
+				}
+				require.Error(t, err, "the PATCH failed")
+				assert.ErrorIs(t, err, cause)
+				assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
+			})
+		}
+	}
+}
+
 // TestStopEndsBootstrap: a stop ends a bootstrap in progress; a stopped
 // sandbox that still carries the mark gets it removed.
 func TestStopEndsBootstrap(t *testing.T) {

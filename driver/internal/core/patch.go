@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -26,33 +27,50 @@ func (c *Core) Update(ctx context.Context, ns, name string, current *Sandbox, de
 		return Sandbox{}, err
 	}
 	var out Sandbox
-	var conflict error
+	var conflict, last error
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var s Sandbox
-		if current != nil {
-			s, current = *current, nil
-		} else {
-			var err error
-			if s, err = c.Get(ctx, ns, name); err != nil {
-				return err
-			}
+		last = c.update(ctx, ns, name, &current, &out, conflict, decide)
+		if apierrors.IsConflict(last) {
+			conflict = last
 		}
-		p := decide(s, conflict)
-		if p == nil {
-			out = s
-			return nil
-		}
-		p.Metadata.ResourceVersion = s.ResourceVersion
-		body, err := json.Marshal(p)
-		if err != nil {
-			return err
-		}
-		out, err = c.mergePatch(ctx, ns, name, body)
-		conflict = err
-		return err
+		return last
 	})
+	if err == nil {
+		// client-go before v0.37 (the driver supports v0.36) returns nil
+		// when the last error wraps context.Canceled or DeadlineExceeded
+		// (retry.OnError takes it for its own wait being interrupted): a
+		// PATCH that timed out would read as a success.
+		err = last
+	}
 	if err != nil {
 		return Sandbox{}, err
 	}
 	return out, nil
+}
+
+// update is one try of [Core.Update]: it reads the sandbox unless *current
+// holds it, decides, and sends the patch, leaving what the API server
+// answered, or the sandbox as it was read, in *out.
+func (c *Core) update(ctx context.Context, ns, name string, current **Sandbox, out *Sandbox, conflict error, decide func(Sandbox, error) *Patch) error {
+	var s Sandbox
+	if *current != nil {
+		s, *current = **current, nil
+	} else {
+		var err error
+		if s, err = c.Get(ctx, ns, name); err != nil {
+			return err
+		}
+	}
+	p := decide(s, conflict)
+	if p == nil {
+		*out = s
+		return nil
+	}
+	p.Metadata.ResourceVersion = s.ResourceVersion
+	body, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	*out, err = c.mergePatch(ctx, ns, name, body)
+	return err
 }
