@@ -469,22 +469,33 @@ func TestStop(t *testing.T) {
 func TestWriteDeadlineIsAnError(t *testing.T) {
 	for _, cause := range []error{context.DeadlineExceeded, context.Canceled} {
 		for _, op := range []string{"stop", "start"} {
-			t.Run(op+"/"+cause.Error(), func(t *testing.T) {
-				f := drivertest.StaleFixture(t, op == "stop")
-				f.Fault("patch", "sandboxes", func(a k8stesting.Action) error {
-					return fmt.Errorf("Patch %q: request timeout: %w", a.GetResource().Resource, cause)
-				})
-				d := f.Driver(t, nil)
-				var err error
-				if op == "stop" {
-					_, err = d.Stop(context.Background(), "team-a", "sb-0")
-				} else {
-					_, err = d.Start(context.Background(), "team-a", "sb-0")
+			for _, conflictFirst := range []bool{false, true} {
+				name := op + "/" + cause.Error()
+				if conflictFirst {
+					// retry.OnError then returns the conflict instead.
+					name += "/after a conflict"
 				}
-				require.Error(t, err, "the PATCH failed")
-				assert.ErrorIs(t, err, cause)
-				assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
-			})
+				t.Run(name, func(t *testing.T) {
+					f := drivertest.StaleFixture(t, op == "stop")
+					var patches atomic.Int32
+					f.Fault("patch", "sandboxes", func(a k8stesting.Action) error {
+						if conflictFirst && patches.Add(1) == 1 {
+							return apierrors.NewConflict(a.GetResource().GroupResource(), "sb-0", errors.New("the object has been modified"))
+						}
+						return fmt.Errorf("Patch %q: request timeout: %w", a.GetResource().Resource, cause)
+					})
+					d := f.Driver(t, nil)
+					var err error
+					if op == "stop" {
+						_, err = d.Stop(context.Background(), "team-a", "sb-0")
+					} else {
+						_, err = d.Start(context.Background(), "team-a", "sb-0")
+					}
+					require.Error(t, err, "the PATCH failed")
+					assert.ErrorIs(t, err, cause)
+					assert.Equal(t, driver.KindUnavailable, driver.KindOf(err))
+				})
+			}
 		}
 	}
 }

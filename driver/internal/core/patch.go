@@ -28,49 +28,43 @@ func (c *Core) Update(ctx context.Context, ns, name string, current *Sandbox, de
 	}
 	var out Sandbox
 	var conflict, last error
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		last = c.update(ctx, ns, name, &current, &out, conflict, decide)
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		last = func() error {
+			var s Sandbox
+			if current != nil {
+				s, current = *current, nil
+			} else {
+				var err error
+				if s, err = c.Get(ctx, ns, name); err != nil {
+					return err
+				}
+			}
+			p := decide(s, conflict)
+			if p == nil {
+				out = s
+				return nil
+			}
+			p.Metadata.ResourceVersion = s.ResourceVersion
+			body, err := json.Marshal(p)
+			if err != nil {
+				return err
+			}
+			out, err = c.mergePatch(ctx, ns, name, body)
+			return err
+		}()
 		if apierrors.IsConflict(last) {
 			conflict = last
 		}
 		return last
 	})
-	if err == nil {
-		// client-go before v0.37 (the driver supports v0.36) returns nil
-		// when the last error wraps context.Canceled or DeadlineExceeded
-		// (retry.OnError takes it for its own wait being interrupted): a
-		// PATCH that timed out would read as a success.
-		err = last
-	}
-	if err != nil {
-		return Sandbox{}, err
+	// The last try's error, not RetryOnConflict's: client-go's
+	// retry.OnError returns the last conflict instead of an error that
+	// wraps context.Canceled or DeadlineExceeded, taking it for its own
+	// wait being interrupted, and nil when there was no conflict before
+	// (before v0.37; the driver supports v0.36): a PATCH that timed out
+	// would read as a success, or as a conflict.
+	if last != nil {
+		return Sandbox{}, last
 	}
 	return out, nil
-}
-
-// update is one try of [Core.Update]: it reads the sandbox unless *current
-// holds it, decides, and sends the patch, leaving what the API server
-// answered, or the sandbox as it was read, in *out.
-func (c *Core) update(ctx context.Context, ns, name string, current **Sandbox, out *Sandbox, conflict error, decide func(Sandbox, error) *Patch) error {
-	var s Sandbox
-	if *current != nil {
-		s, *current = **current, nil
-	} else {
-		var err error
-		if s, err = c.Get(ctx, ns, name); err != nil {
-			return err
-		}
-	}
-	p := decide(s, conflict)
-	if p == nil {
-		*out = s
-		return nil
-	}
-	p.Metadata.ResourceVersion = s.ResourceVersion
-	body, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	*out, err = c.mergePatch(ctx, ns, name, body)
-	return err
 }
