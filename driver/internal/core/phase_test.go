@@ -67,6 +67,7 @@ func TestPhase(t *testing.T) {
 		{"expired under Retain: finished", sb(1, true, cond(condFinished, yes, "PodSucceeded", 1), cond(condReady, no, "SandboxExpired", 1)), PhaseFinished, "PodSucceeded"},
 		{"expired, no Finished: finished", sb(1, true, notSuspended, cond(condReady, no, "SandboxExpired", 1)), PhaseFinished, "SandboxExpired"},
 		{"unknown Ready reason: unknown, not an error", sb(1, true, notSuspended, cond(condReady, no, "SomethingNew", 1)), PhaseUnknown, "SomethingNew"},
+		{"unknown Finished reason: unknown, not an error", sb(1, true, notSuspended, cond(condFinished, yes, "SomethingNew", 1), cond(condReady, no, "SomethingNew", 1)), PhaseUnknown, "SomethingNew"},
 		{"stale suspended ignored, ready current", sb(4, true, cond(condSuspended, yes, "PodTerminated", 2), cond(condReady, yes, "DependenciesReady", 4)), PhaseReady, "DependenciesReady"},
 		{"stopped after it expired (v0.5.6 keeps only Ready current)", sb(2, false, cond(condSuspended, no, "NotSuspended", 1), cond(condReady, no, "SandboxExpired", 2)), PhaseFinished, "SandboxExpired"},
 	}

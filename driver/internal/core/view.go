@@ -116,7 +116,7 @@ func (s *Sandbox) condition(t sandboxv1beta1.ConditionType) *metav1.Condition {
 //	intent running (operatingMode Running):
 //	  Ready=True                                            Ready
 //	  Finished=True PodSucceeded                            Finished
-//	  Finished=True, another reason (PodFailed)             Error
+//	  Finished=True PodFailed                               Error
 //	  Ready=False PodSucceeded or SandboxExpired            Finished
 //	  Ready=False PodFailed or MultiplePods                 Error
 //	  not ready yet (no Ready; Ready=False
@@ -177,10 +177,13 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 		return PhaseReady, ready
 	}
 	if finished != nil && finished.Status == metav1.ConditionTrue {
-		if finished.Reason == sandboxv1beta1.SandboxReasonPodSucceeded {
+		switch finished.Reason {
+		case sandboxv1beta1.SandboxReasonPodSucceeded:
 			return PhaseFinished, finished
+		case sandboxv1beta1.SandboxReasonPodFailed:
+			return PhaseError, finished
 		}
-		return PhaseError, finished
+		return PhaseUnknown, finished
 	}
 	notYet := PhaseProvisioning
 	if bootstrapping {
