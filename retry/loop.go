@@ -75,8 +75,9 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // this middleware, send a second copy of a write that the resend rule
 // refuses (kubeadapter's rule ignores the header, as the API server does).
 // The copy carries those headers under their lower-case keys: the same
-// bytes on the wire (header names are case-insensitive, and HTTP/2 sends
-// them lower case anyway), but net/http looks up the canonical key only.
+// headers to the server (header names are case-insensitive, and HTTP/2
+// sends them lower case anyway), but net/http looks up the canonical key
+// only.
 // Its GetBody stays, so that net/http still re-sends a copy of which it
 // wrote nothing. The rule reads the body of such a write here, up front;
 // the header is rare, and other requests cost two map look-ups.

@@ -228,8 +228,8 @@ func WithObserver(f func(Decision)) Option {
 // harmless. The rule holds for net/http's own re-sends too: a write that
 // carries an Idempotency-Key or X-Idempotency-Key header, which net/http
 // would re-send by itself, is not re-sent by it when f refuses it (the
-// header then reaches the transport under its lower-case key, with the
-// same bytes on the wire). f is called after such a failure, and before
+// header then reaches the transport, and the server, under its lower-case
+// name). f is called after such a failure, and before
 // the first attempt of a write with one of those headers, on the
 // request's goroutine; it must not consume the request's body (it may
 // read a copy from GetBody). Must not be nil.

@@ -536,13 +536,14 @@ func refusedByAdmission(err error) bool {
 		!authorizerDenial.MatchString(status.Status().Message)
 }
 
-// reply writes body, if any, as JSON with code.
+// reply writes body, if any, as JSON with code; a caller whose answer
+// cannot be written gets none either way.
 func reply(w http.ResponseWriter, code int, body any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	if body != nil {
-		_ = json.NewEncoder(w).Encode(body)
+	if body == nil {
+		w.WriteHeader(code)
+		return
 	}
+	_ = writeAnswer(w, code, body)
 }
 
 // fail answers err with its status and {"kind", "error", "id"}: error is
@@ -553,6 +554,9 @@ func reply(w http.ResponseWriter, code int, body any) {
 // The log line comes after the answer and says whether it was written:
 // one that could not be (its caller went away, the write deadline passed)
 // reaches no one, and the line says answered=false with the write's error.
+// A write to a connection whose peer has gone usually succeeds into the
+// socket's buffer: what fails is a write past its deadline, or to a
+// connection already broken.
 func fail(w http.ResponseWriter, r *http.Request, log logr.Logger, err error) {
 	id := rand.Text()
 	code := statusOf(err)

@@ -140,9 +140,14 @@ func TestLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	sb, err := cs.AgentsV1beta1().Sandboxes(r.NS).Get(ctx, "life", metav1.GetOptions{})
 	require.NoError(t, err)
+	// What v0.5.4 and later write after a resume, beside Ready=True: the
+	// condition stays, False. derive reads it only while the intent is
+	// Suspended (TestPhase has v0.5.0-0.5.3's stale True).
 	suspended := conditionOf(sb.Status.Conditions, sandboxv1beta1.SandboxConditionSuspended)
 	require.NotNil(t, suspended, "the controller keeps the Suspended condition after a resume: %v", sb.Status.Conditions)
-	t.Logf("beside Ready: Suspended=%s %s", suspended.Status, suspended.Reason)
+	assert.Equal(t, metav1.ConditionFalse, suspended.Status)
+	assert.Equal(t, sandboxv1beta1.SandboxReasonNotSuspended, suspended.Reason)
+	assert.Equal(t, sb.Generation, suspended.ObservedGeneration, "current, not stale")
 
 	require.NoError(t, d.Delete(ctx, r.NS, "life"))
 	require.Eventually(t, func() bool {

@@ -8,8 +8,9 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 )
 
-// These are agent-sandbox's generated v1beta1 client, speaking the
-// driver's [Sandbox] view. Each probes the API once first ([Core.Probe]).
+// These call agent-sandbox's generated v1beta1 client and speak the
+// driver's [Sandbox] view. All but mergePatch, which [Core.Update] calls
+// after its own probe, check first that the API is served ([Core.Probe]).
 
 func (c *Core) get(ctx context.Context, ns, name string) (Sandbox, error) {
 	if err := c.Probe(ctx); err != nil {
