@@ -48,8 +48,11 @@ STRESS_TIMEOUT ?= 2h
 # depend on the Go release: the Go 1.27 run skips them.
 MODULE_CHECKS ?= tidy release-check
 
+# Each phase of `make test` prints how long it took (hack/phase.sh).
+PHASE = hack/phase.sh
+
 test: vet $(MODULE_CHECKS) envtest
-	$(TEST_ENV) $(GO) test -race -count=1 $(WORKSPACE_PKGS)
+	$(TEST_ENV) $(PHASE) workspace $(GO) test -race -count=1 $(WORKSPACE_PKGS)
 	$(MAKE) otel-floor
 	$(MAKE) clientgo
 	$(MAKE) sandboxes
@@ -65,29 +68,29 @@ ci: test test-go1.27
 
 # Each go.mod on its own, as a user's `go get` sees it.
 tidy:
-	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "$$m: go.mod not tidy (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
+	@$(PHASE) tidy bash -c 'set -e; for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "$$m: go.mod not tidy (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done'
 
 # kubeadapter's suite at its go.mod's client-go (the oldest it supports)
 # and at each of CLIENTGO_RELEASES, without the workspace.
 CLIENTGO_FLOOR ?= floor
 clientgo: envtest
-	$(TEST_ENV) hack/clientgo.sh $(CLIENTGO_FLOOR) $(CLIENTGO_RELEASES)
+	$(TEST_ENV) $(PHASE) clientgo hack/clientgo.sh $(CLIENTGO_FLOOR) $(CLIENTGO_RELEASES)
 
 # The driver's suites at its go.mod's agent-sandbox (the oldest it
 # supports) and at each of SANDBOX_RELEASES, without the workspace.
 sandboxes: envtest
-	$(TEST_ENV) hack/sandboxes.sh $(SANDBOX_FLOOR) $(SANDBOX_RELEASES)
+	$(TEST_ENV) $(PHASE) sandboxes hack/sandboxes.sh $(SANDBOX_FLOOR) $(SANDBOX_RELEASES)
 
 # tracing's suite at the OpenTelemetry release its go.mod states (the
 # oldest it supports), without the workspace, whose other modules raise it.
 otel-floor:
-	cd tracing && GOWORK=off $(GO) test -race -count=1 ./...
+	cd tracing && GOWORK=off ../$(PHASE) otel-floor $(GO) test -race -count=1 ./...
 
 # The release rehearsal: every published module at a candidate version in a
 # file:// module proxy, as hack/release.sh would tag it, and users' builds of
 # it from scratch modules (RELEASING.md).
 release-check:
-	hack/release-check.sh
+	$(PHASE) release-check hack/release-check.sh
 
 # The flakiness gate: every timing-sensitive test STRESS_COUNT times with
 # -race while a busy loop per CPU competes for the machine. It must pass
@@ -97,11 +100,11 @@ stress: envtest
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	$(GO) vet $(PKGS)
+	$(PHASE) vet $(GO) vet $(PKGS)
 
 # Builds only when the binaries are missing or their inputs changed.
 envtest:
-	@hack/envtest.sh $(ENVTEST_DIR) $(ENVTEST_K8S_VERSION)
+	@$(PHASE) envtest hack/envtest.sh $(ENVTEST_DIR) $(ENVTEST_K8S_VERSION)
 
 repro:
 	$(GO) run ./examples/repro
