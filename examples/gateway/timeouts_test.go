@@ -87,7 +87,7 @@ func TestRunRequestTimeout(t *testing.T) {
 		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns.Name+"/sandboxes/beta")
 	})
 	g := startRun(t, "-kubeconfig", kubetest.WriteKubeconfig(t, &rest.Config{Host: p.URL}), "-namespace", ns.Name, "-gateway", "gw-timeouts",
-		"-request-timeout", "500ms", "-write-timeout", "10s")
+		"-read-timeout", "5s", "-request-timeout", "500ms", "-write-timeout", "10s")
 
 	resp, err := http.Get("http://" + g.addr + "/v1/namespaces/" + ns.Name + "/sandboxes/beta")
 	require.NoError(t, err)
