@@ -44,9 +44,9 @@ func gatewayFor(t *testing.T, host string) client {
 	d, err := driver.New(cfg, "gw", []string{"team-a"})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
-	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), testr.New(t)))
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), testr.New(t), nil))
 	t.Cleanup(srv.Close)
-	return client{t, srv.URL}
+	return client{t: t, url: srv.URL}
 }
 
 const (

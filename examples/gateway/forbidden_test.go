@@ -94,7 +94,7 @@ func TestGatewayForbidden(t *testing.T) {
 			d, err := driver.New(tt.cfg, "gw-403", []string{tt.ns})
 			require.NoError(t, err)
 			defer d.Close()
-			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.FromSlogHandler(slog.NewTextHandler(&logs, nil))))
+			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.FromSlogHandler(slog.NewTextHandler(&logs, nil)), nil))
 			defer srv.Close()
 
 			resp, err := http.Post(srv.URL+"/v1/namespaces/"+tt.ns+"/sandboxes", "application/json", strings.NewReader(`{"name":"alpha","podTemplate":`+template+`}`))
@@ -109,13 +109,7 @@ func TestGatewayForbidden(t *testing.T) {
 			assert.True(t, strings.HasPrefix(got.Error, "driver: create sandbox "+tt.ns+"/alpha: forbidden"), got.Error)
 			assert.Contains(t, got.Error, tt.wantError)
 			assert.NotContains(t, string(b), user)
-			var line string
-			for l := range strings.Lines(logs.String()) {
-				if strings.Contains(l, "id="+got.ID) {
-					line = l
-				}
-			}
-			require.NotEmpty(t, line, "no log line has id %s:\n%s", got.ID, logs.String())
+			line := logLine(t, &logs, got.ID)
 			if tt.cfg == denied {
 				assert.Equal(t, "driver: create sandbox "+tt.ns+"/alpha: forbidden", got.Error, "RBAC's message is the gateway's, not the caller's")
 				assert.Contains(t, line, `User \"`+user+`\" cannot`)

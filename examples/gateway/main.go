@@ -32,12 +32,21 @@
 // the balancer closes idle connections, never reusing one the gateway has
 // just closed.
 //
+// Only whom the cluster lets in may call it (-authenticate, the default): a
+// caller's bearer token is checked by the API server (TokenReview) and
+// each request authorized by RBAC (SubjectAccessReview) for the route's
+// verb on sandboxes.gateway.kubewire.io in its namespace, or get on
+// /metrics; 401 and 403 otherwise, answers cached for 10s (auth.go,
+// rbac/caller.yaml). -tls-cert-file and -tls-key-file serve HTTPS and are
+// reloaded when they change. A -listen address other than loopback
+// without both is refused unless -insecure-listen says to take the risk.
+//
 // The reconciler chooses its watches itself: two per namespace below 10
 // namespaces, and from 10 on two for the whole cluster when RBAC allows
 // it. rbac/ holds the RBAC of each; TestRBAC runs the gateway under
 // exactly that.
 //
-// Routes:
+// Routes, each named by the RBAC verb a caller needs for it:
 //
 //	GET    /v1/namespaces/{ns}/sandboxes               list
 //	POST   /v1/namespaces/{ns}/sandboxes               create: {"name": "...", "podTemplate": {...}}
@@ -70,6 +79,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -92,8 +102,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	kjson "sigs.k8s.io/json"
 
 	"github.com/kubewire/kubewire/driver"
@@ -130,7 +143,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	requestTimeout := fs.Duration("request-timeout", defaultRequestTimeout, "how long the gateway works on a request, its API server calls included, before it answers 503; less than -write-timeout")
 	writeTimeout := fs.Duration("write-timeout", defaultWriteTimeout, "how long the gateway has, from the end of a request's headers, to write the whole answer")
 	idleTimeout := fs.Duration("idle-timeout", defaultIdleTimeout, "how long a keep-alive connection may wait for its next request; above the idle timeout of a load balancer in front")
+	authenticate := fs.Bool("authenticate", true, "let in only callers whose bearer token the API server accepts (TokenReview) and whom RBAC allows the route's verb on sandboxes."+apiGroup+" in its namespace (SubjectAccessReview); off, whoever reaches the gateway acts with its rights")
+	tlsCert := fs.String("tls-cert-file", "", "serve HTTPS with this certificate (PEM), reloaded when the file changes; with -tls-key-file")
+	tlsKey := fs.String("tls-key-file", "", "the private key (PEM) of -tls-cert-file")
+	insecureListen := fs.Bool("insecure-listen", false, "serve a -listen address other than loopback without TLS or without -authenticate: whoever on the network reaches it reads the traffic, or acts with the gateway's rights")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		fmt.Fprintf(stderr, "gateway: -tls-cert-file %q and -tls-key-file %q go together\n", *tlsCert, *tlsKey)
+		return 2
+	}
+	if loopback, err := isLoopback(*listen); err != nil {
+		fmt.Fprintf(stderr, "gateway: -listen %q: %v\n", *listen, err)
+		return 2
+	} else if !loopback && (*tlsCert == "" || !*authenticate) && !*insecureListen {
+		fmt.Fprintf(stderr, "gateway: -listen %s is not a loopback address: serve it with -tls-cert-file, -tls-key-file and -authenticate, or say -insecure-listen to let whoever reaches it read the traffic or act with the gateway's rights\n", *listen)
 		return 2
 	}
 	for _, f := range []struct {
@@ -184,6 +212,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	defer d.Close()
+	var g *gate
+	if *authenticate {
+		// The reviews go through the same stack.
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err == nil {
+			g, err = newGate(kube, log)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "gateway: %v\n", err)
+			return 2
+		}
+	}
 	opts := []reconciler.Option{reconciler.WithPeriod(*period), reconciler.WithObserver(rm), reconciler.WithQueueMetrics(rm.Queue())}
 	if *replicas > 1 {
 		le := reconciler.LeaderElection{Namespace: *leaseNS, Name: *leaseName}
@@ -240,17 +280,35 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	base, cutOff := context.WithCancel(context.WithoutCancel(ctx))
 	defer cutOff()
 	srv := &http.Server{
-		Handler:           withTimeout(newHandler(d, reg, log), *requestTimeout),
+		Handler:           withTimeout(newHandler(d, reg, log, g), *requestTimeout),
 		ReadHeaderTimeout: min(*readTimeout, 10*time.Second),
 		ReadTimeout:       *readTimeout,
 		WriteTimeout:      *writeTimeout,
 		IdleTimeout:       *idleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
+	if *tlsCert != "" {
+		// Reloaded when the files change (fsnotify, and a poll every
+		// 10s), so that a rotated certificate is served without a restart.
+		cw, err := certwatcher.New(*tlsCert, *tlsKey)
+		if err != nil {
+			_ = ln.Close()
+			fmt.Fprintf(stderr, "gateway: -tls-cert-file %q, -tls-key-file %q: %v\n", *tlsCert, *tlsKey, err)
+			return 2
+		}
+		crlog.SetLogger(log)
+		go func() {
+			if err := cw.Start(ctx); err != nil {
+				log.Error(err, "watching the serving certificate")
+			}
+		}()
+		srv.TLSConfig = &tls.Config{GetCertificate: cw.GetCertificate, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	// The address as bound: with port 0, the one the system chose.
-	log.Info("serving", "addr", ln.Addr().String(), "namespaces", nss)
+	log.Info("serving", "addr", ln.Addr().String(), "namespaces", nss, "tls", *tlsCert != "", "authenticate", *authenticate)
 	code := 0
 	var serveErr error
 	select {
@@ -310,6 +368,21 @@ const (
 	defaultIdleTimeout = 120 * time.Second
 )
 
+// isLoopback reports whether the host of addr, a -listen address, is a
+// loopback one: localhost or an IP of 127.0.0.0/8 or ::1. An empty host
+// is every address.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
 // withTimeout gives each request's context a deadline d away, which ends
 // the driver's calls for it: an operation that runs out of time is
 // answered 503 (kind unavailable) before -write-timeout cuts the
@@ -351,9 +424,10 @@ func newRegistry() (*prometheus.Registry, *metrics.Metrics, *drivermetrics.Metri
 	return reg, m, rm
 }
 
-// newHandler serves the routes of d, and reg's metrics; it logs each error
-// answer's whole chain on log.
-func newHandler(d *driver.Driver, reg prometheus.Gatherer, log logr.Logger) http.Handler {
+// newHandler serves the routes of d, and reg's metrics, to the callers g
+// lets in (everyone if g is nil); it logs each error answer's whole chain
+// on log.
+func newHandler(d *driver.Driver, reg prometheus.Gatherer, log logr.Logger, g *gate) http.Handler {
 	respond := func(w http.ResponseWriter, r *http.Request, code int, body any, err error) {
 		if err != nil {
 			fail(w, r, log, err)
@@ -362,22 +436,22 @@ func newHandler(d *driver.Driver, reg prometheus.Gatherer, log logr.Logger) http
 		reply(w, code, body)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", g.authorizePath(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	one := func(f func(context.Context, string, string) (driver.Sandbox, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			s, err := f(r.Context(), r.PathValue("ns"), r.PathValue("name"))
 			respond(w, r, http.StatusOK, view(s), err)
 		}
 	}
-	mux.HandleFunc("GET /v1/namespaces/{ns}/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /v1/namespaces/{ns}/sandboxes", g.authorize("list", func(w http.ResponseWriter, r *http.Request) {
 		list, err := d.List(r.Context(), r.PathValue("ns"))
 		out := make([]sandbox, 0, len(list))
 		for _, s := range list {
 			out = append(out, view(s))
 		}
 		respond(w, r, http.StatusOK, out, err)
-	})
-	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.Handle("POST /v1/namespaces/{ns}/sandboxes", g.authorize("create", func(w http.ResponseWriter, r *http.Request) {
 		req, err := decodeCreate(r.PathValue("ns"), http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
 			respond(w, r, 0, nil, err)
@@ -385,15 +459,15 @@ func newHandler(d *driver.Driver, reg prometheus.Gatherer, log logr.Logger) http
 		}
 		s, err := d.Create(r.Context(), r.PathValue("ns"), req.Name, req.PodTemplate)
 		respond(w, r, http.StatusCreated, view(s), err)
-	})
-	mux.HandleFunc("GET /v1/namespaces/{ns}/sandboxes/{name}", one(d.Get))
-	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes/{name}/stop", one(d.Stop))
-	mux.HandleFunc("POST /v1/namespaces/{ns}/sandboxes/{name}/start", one(d.Start))
-	mux.HandleFunc("DELETE /v1/namespaces/{ns}/sandboxes/{name}", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.Handle("GET /v1/namespaces/{ns}/sandboxes/{name}", g.authorize("get", one(d.Get)))
+	mux.Handle("POST /v1/namespaces/{ns}/sandboxes/{name}/stop", g.authorize("stop", one(d.Stop)))
+	mux.Handle("POST /v1/namespaces/{ns}/sandboxes/{name}/start", g.authorize("start", one(d.Start)))
+	mux.Handle("DELETE /v1/namespaces/{ns}/sandboxes/{name}", g.authorize("delete", func(w http.ResponseWriter, r *http.Request) {
 		err := d.Delete(r.Context(), r.PathValue("ns"), r.PathValue("name"))
 		respond(w, r, http.StatusNoContent, nil, err)
-	})
-	return mux
+	}))
+	return g.authenticate(mux)
 }
 
 // maxBody is the largest request body the gateway reads: 1 MiB.
@@ -558,10 +632,12 @@ func reply(w http.ResponseWriter, code int, body any) {
 // socket's buffer: what fails is a write past its deadline, or to a
 // connection already broken.
 func fail(w http.ResponseWriter, r *http.Request, log logr.Logger, err error) {
-	id := rand.Text()
+	id := newRequestID(w)
 	code := statusOf(err)
-	w.Header().Set("X-Request-Id", id)
 	kv := []any{"id", id, "method", r.Method, "path", r.URL.Path, "status", code}
+	if name := userName(r); name != "" {
+		kv = append(kv, "user", name)
+	}
 	if werr := writeAnswer(w, code, map[string]string{"kind": driver.KindOf(err).String(), "error": publicMessage(err), "id": id}); werr != nil {
 		kv = append(kv, "answered", false, "writeErr", werr)
 	}
@@ -570,6 +646,13 @@ func fail(w http.ResponseWriter, r *http.Request, log logr.Logger, err error) {
 	} else {
 		log.Info("request refused", append(kv, "err", err)...)
 	}
+}
+
+// newRequestID returns a fresh request ID, set in w's X-Request-Id header.
+func newRequestID(w http.ResponseWriter) string {
+	id := rand.Text()
+	w.Header().Set("X-Request-Id", id)
+	return id
 }
 
 // writeAnswer writes body as JSON with code, and flushes it to the connection,

@@ -54,15 +54,20 @@ func TestMain(m *testing.M) {
 }
 
 type client struct {
-	t   *testing.T
-	url string
+	t     *testing.T
+	url   string
+	token string       // a bearer token, if not empty
+	hc    *http.Client // nil for http.DefaultClient
 }
 
 func (c client) do(method, path, body string) (int, map[string]any) {
 	c.t.Helper()
 	req, err := http.NewRequest(method, c.url+path, strings.NewReader(body))
 	require.NoError(c.t, err)
-	resp, err := http.DefaultClient.Do(req)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.httpClient().Do(req)
 	require.NoError(c.t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -72,6 +77,31 @@ func (c client) do(method, path, body string) (int, map[string]any) {
 		require.NoError(c.t, json.Unmarshal(b, &out), string(b))
 	}
 	return resp.StatusCode, out
+}
+
+// httpClient is the client of c's gateway: one that trusts its test
+// certificate when it serves HTTPS (auth_test.go), else the default.
+func (c client) httpClient() *http.Client {
+	if c.hc != nil {
+		return c.hc
+	}
+	return http.DefaultClient
+}
+
+// logLine waits for the log line of the error answer with id: the gateway
+// logs it once the answer is written, so it may come after the answer.
+func logLine(t *testing.T, logs fmt.Stringer, id string) string {
+	t.Helper()
+	var line string
+	require.Eventually(t, func() bool {
+		for l := range strings.Lines(logs.String()) {
+			if strings.Contains(l, "id="+id) {
+				line = l
+			}
+		}
+		return line != ""
+	}, 10*time.Second, 5*time.Millisecond, "no log line has id %s:\n%s", id, logs)
+	return line
 }
 
 // waitPhase polls the gateway until the sandbox at path reaches phase.
@@ -99,9 +129,9 @@ func TestGatewayEndToEnd(t *testing.T) {
 	d, err := driver.New(cfg, "gw-e2e", []string{ns.Name})
 	require.NoError(t, err)
 	defer d.Close()
-	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), testr.New(t)))
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), testr.New(t), nil))
 	defer srv.Close()
-	c := client{t, srv.URL}
+	c := client{t: t, url: srv.URL}
 	base := "/v1/namespaces/" + ns.Name + "/sandboxes"
 
 	code, body := c.do(http.MethodPost, base, `{"name":"alpha"}`)
@@ -193,7 +223,7 @@ func TestGatewayErrorsHideAddresses(t *testing.T) {
 			d, err := driver.New(cfg, "gw", []string{"team-a"})
 			require.NoError(t, err)
 			defer d.Close()
-			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), log))
+			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), log, nil))
 			defer srv.Close()
 
 			resp, err := http.Post(srv.URL+"/v1/namespaces/team-a/sandboxes/alpha/stop", "", nil)
@@ -215,13 +245,7 @@ func TestGatewayErrorsHideAddresses(t *testing.T) {
 			require.NotEmpty(t, got.ID, body)
 			assert.Equal(t, got.ID, resp.Header.Get("X-Request-Id"))
 
-			var line string
-			for l := range strings.Lines(logs.String()) {
-				if strings.Contains(l, "id="+got.ID) {
-					line = l
-				}
-			}
-			require.NotEmpty(t, line, "no log line has id %s:\n%s", got.ID, logs.String())
+			line := logLine(t, &logs, got.ID)
 			for _, want := range tt.wantChain {
 				assert.Contains(t, line, want)
 			}
@@ -238,9 +262,9 @@ func TestGatewayMetrics(t *testing.T) {
 	d, err := driver.New(cfg, "gw-metrics", []string{"default"})
 	require.NoError(t, err)
 	defer d.Close()
-	srv := httptest.NewServer(newHandler(d, reg, testr.New(t)))
+	srv := httptest.NewServer(newHandler(d, reg, testr.New(t), nil))
 	defer srv.Close()
-	c := client{t, srv.URL}
+	c := client{t: t, url: srv.URL}
 
 	code, _ := c.do(http.MethodGet, "/v1/namespaces/default/sandboxes", "")
 	require.Equal(t, http.StatusOK, code)

@@ -145,6 +145,9 @@ func testRBAC(t *testing.T, srv *audited, manifest string, n int, files []string
 	userCfg, err := srv.env.AddUser(user)
 	require.NoError(t, err)
 	kubeconfig := kubetest.WriteKubeconfig(t, userCfg)
+	// The flow's caller, with the rights rbac/caller.yaml gives, in
+	// every namespace.
+	token := applyCaller(t, cs, namespaces, "caller-"+manifest)
 	for _, ns := range namespaces {
 		runController(t, admin, ns)
 		kubetest.RunKubelet(t, admin, ns)
@@ -185,7 +188,7 @@ func testRBAC(t *testing.T, srv *audited, manifest string, n int, files []string
 		}, 30*time.Second, 10*time.Millisecond, "replica %d never served:\n%s", i, out)
 		urls = append(urls, "http://"+addr)
 	}
-	rbacFlow(t, cs, urls, namespaces)
+	rbacFlow(t, cs, urls, namespaces, token)
 }
 
 // rbacFlow drives every operation through the gateways' API in each
@@ -196,12 +199,12 @@ func testRBAC(t *testing.T, srv *audited, manifest string, n int, files []string
 // sandbox; the recorder makes it a new Event rather than a repeat of the
 // first (its key holds the sandbox's resourceVersion, which the suspension
 // changed), so no Event is ever patched.
-func rbacFlow(t *testing.T, cs kubernetes.Interface, urls, namespaces []string) {
+func rbacFlow(t *testing.T, cs kubernetes.Interface, urls, namespaces []string, token string) {
 	ctx := context.Background()
 	clients := make([]client, len(namespaces))
 	bases := make([]string, len(namespaces))
 	for i, ns := range namespaces {
-		clients[i] = client{t, urls[i%len(urls)]}
+		clients[i] = client{t: t, url: urls[i%len(urls)], token: token}
 		bases[i] = "/v1/namespaces/" + ns + "/sandboxes"
 	}
 	each := func(f func(c client, ns, base string)) {
@@ -217,6 +220,7 @@ func rbacFlow(t *testing.T, cs kubernetes.Interface, urls, namespaces []string) 
 	each(func(c client, _, base string) {
 		req, err := http.NewRequest(http.MethodGet, c.url+base, nil)
 		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+c.token)
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
@@ -529,11 +533,17 @@ func (m rbacManifest) bind(user string, namespaces []string) (rbacManifest, erro
 			out.RoleBindings = append(out.RoleBindings, b)
 		}
 	}
+	// Cluster-scoped objects are named for user too: the manifests share
+	// an API server, and both have kubewire-gateway-auth.
 	for _, r := range m.ClusterRoles {
-		out.ClusterRoles = append(out.ClusterRoles, r.DeepCopy())
+		r = r.DeepCopy()
+		r.Name += "-" + user
+		out.ClusterRoles = append(out.ClusterRoles, r)
 	}
 	for _, b := range m.ClusterRoleBindings {
 		b = b.DeepCopy()
+		b.Name += "-" + user
+		b.RoleRef.Name += "-" + user
 		b.Subjects = subjects("ClusterRoleBinding "+b.Name, b.Subjects)
 		out.ClusterRoleBindings = append(out.ClusterRoleBindings, b)
 	}

@@ -60,7 +60,7 @@ func TestRunKeepsCredentialsOut(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(runCtx, []string{"-kubeconfig", kubeconfig, "-namespace", ns.Name, "-gateway", "gw-secret", "-listen", "127.0.0.1:0"}, &out)
+		exited <- run(runCtx, []string{"-kubeconfig", kubeconfig, "-namespace", ns.Name, "-gateway", "gw-secret", "-listen", "127.0.0.1:0", "-authenticate=false"}, &out)
 	}()
 	defer func() {
 		stop()

@@ -43,7 +43,8 @@ func startRun(t *testing.T, args ...string) *gatewayRun {
 	g := &gatewayRun{stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(g.done)
-		g.code = run(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), &g.out)
+		// Callers unauthenticated unless args say -authenticate (auth_test.go).
+		g.code = run(ctx, append([]string{"-listen", "127.0.0.1:0", "-authenticate=false"}, args...), &g.out)
 	}()
 	t.Cleanup(func() {
 		stop()

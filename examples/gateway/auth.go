@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The gateway's own API, as RBAC sees it: callers are granted these verbs
+// on the resource sandboxes of this group in a namespace (rbac/caller.yaml),
+// not write access to agent-sandbox's Sandboxes, which the gateway uses
+// with its own rights.
+const (
+	apiGroup   = "gateway.kubewire.io"
+	apiVersion = "v1"
+)
+
+// The caches of the delegating authenticator and authorizer: k8s.io/apiserver's
+// defaults for delegated authentication and authorization
+// (options.NewDelegatingAuthenticationOptions and
+// NewDelegatingAuthorizationOptions), so that a caller's next requests
+// within 10s cost the API server nothing.
+const (
+	authnCacheTTL   = 10 * time.Second
+	authzCacheTTL   = 10 * time.Second
+	reviewTimeout   = 10 * time.Second
+	realm           = `Bearer realm="kubewire-gateway"`
+	kindUnauthn     = "unauthenticated"
+	kindDenied      = "forbidden"
+	kindUnavailable = "unavailable"
+)
+
+// reviewBackoff is k8s.io/apiserver's DefaultAuthWebhookRetryBackoff: a
+// TokenReview or SubjectAccessReview that fails is tried again up to five
+// times, 500ms apart and growing.
+func reviewBackoff() *wait.Backoff {
+	return &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+}
+
+// gate lets in only whom the cluster lets in, as kube-rbac-proxy and
+// controller-runtime's secure metrics do: a caller's bearer token is
+// checked by the API server (TokenReview) and each request is authorized
+// by it (SubjectAccessReview), through k8s.io/apiserver's delegating
+// authenticator and authorizer, which cache the answers. A nil *gate lets
+// everyone in (-authenticate=false).
+type gate struct {
+	authn authenticator.Request
+	authz authorizer.Authorizer
+	log   logr.Logger
+}
+
+// newGate returns the gate that asks the API server behind kube.
+func newGate(kube kubernetes.Interface, log logr.Logger) (*gate, error) {
+	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: false},
+		TokenAccessReviewClient:  kube.AuthenticationV1(),
+		TokenAccessReviewTimeout: reviewTimeout,
+		WebhookRetryBackoff:      reviewBackoff(),
+		CacheTTL:                 authnCacheTTL,
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("authentication: %w", err)
+	}
+	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
+		SubjectAccessReviewClient: kube.AuthorizationV1(),
+		AllowCacheTTL:             authzCacheTTL,
+		DenyCacheTTL:              authzCacheTTL,
+		WebhookRetryBackoff:       reviewBackoff(),
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("authorization: %w", err)
+	}
+	return &gate{authn: authn, authz: authz, log: log}, nil
+}
+
+// authenticate answers 401, with WWW-Authenticate, a request without
+// credentials or with a token the API server does not accept, before
+// anything else reads it; it puts the caller's user in the context of one
+// it accepts. The token is never logged: the authenticator removes the
+// Authorization header from a request it accepts, and its errors do not
+// quote it.
+func (g *gate) authenticate(next http.Handler) http.Handler {
+	if g == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, ok, err := g.authn.AuthenticateRequest(r)
+		if !ok {
+			if err == nil {
+				err = errors.New("no credentials")
+			}
+			w.Header().Set("WWW-Authenticate", realm)
+			refuse(w, r, g.log, http.StatusUnauthorized, kindUnauthn, "the request carries no bearer token the API server accepts", err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), resp.User)))
+	})
+}
+
+// authorize answers 403 a request whose caller may not do verb to the
+// gateway's sandboxes in the request's namespace ({ns} and {name} of the
+// route), and 503 one whose authorization could not be checked.
+func (g *gate) authorize(verb string, next http.HandlerFunc) http.Handler {
+	if g == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ns, name := r.PathValue("ns"), r.PathValue("name")
+		attrs := authorizer.AttributesRecord{
+			Verb: verb, Namespace: ns, APIGroup: apiGroup, APIVersion: apiVersion,
+			Resource: "sandboxes", Name: name, ResourceRequest: true,
+		}
+		what := fmt.Sprintf("%s %s.%s in namespace %q", verb, attrs.Resource, apiGroup, ns)
+		g.check(w, r, attrs, what, next)
+	})
+}
+
+// authorizePath is authorize for a path outside the API (/metrics): RBAC's
+// nonResourceURLs with verb get.
+func (g *gate) authorizePath(next http.Handler) http.Handler {
+	if g == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		attrs := authorizer.AttributesRecord{Verb: "get", Path: r.URL.Path}
+		g.check(w, r, attrs, fmt.Sprintf("get %s", r.URL.Path), next)
+	})
+}
+
+func (g *gate) check(w http.ResponseWriter, r *http.Request, attrs authorizer.AttributesRecord, what string, next http.Handler) {
+	u, ok := request.UserFrom(r.Context())
+	if !ok {
+		// Only authenticate puts a user there, and it runs first.
+		refuse(w, r, g.log, http.StatusUnauthorized, kindUnauthn, "the request is not authenticated", errors.New("no user in the request's context"))
+		return
+	}
+	attrs.User = u
+	// The caller's own context bounds the review.
+	ctx, cancel := context.WithTimeout(r.Context(), reviewTimeout)
+	defer cancel()
+	decision, reason, err := g.authz.Authorize(ctx, attrs)
+	switch {
+	case decision == authorizer.DecisionAllow:
+		next.ServeHTTP(w, r)
+	case err != nil:
+		refuse(w, r, g.log, http.StatusServiceUnavailable, kindUnavailable, "the caller's rights could not be checked", fmt.Errorf("authorizing %s: %w", what, err))
+	default:
+		refuse(w, r, g.log, http.StatusForbidden, kindDenied, fmt.Sprintf("user %q may not %s", u.GetName(), what), fmt.Errorf("%s: %s", what, reason))
+	}
+}
+
+// userName returns the name of the caller authenticate let in, or "".
+func userName(r *http.Request) string {
+	if u, ok := request.UserFrom(r.Context()); ok {
+		return u.GetName()
+	}
+	return ""
+}
+
+// refuse answers code with {"kind", "error", "id"} and logs cause under
+// the id, with the caller's user name when it is known; the log line says
+// whether the answer was written, as fail's does.
+func refuse(w http.ResponseWriter, r *http.Request, log logr.Logger, code int, kind, msg string, cause error) {
+	id := newRequestID(w)
+	kv := []any{"id", id, "method", r.Method, "path", r.URL.Path, "status", code}
+	if name := userName(r); name != "" {
+		kv = append(kv, "user", name)
+	}
+	if werr := writeAnswer(w, code, map[string]string{"kind": kind, "error": msg, "id": id}); werr != nil {
+		kv = append(kv, "answered", false, "writeErr", werr)
+	}
+	log.Info("request refused", append(kv, "err", cause)...)
+}

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/test/kubetest"
+)
+
+// serviceAccountToken creates the ServiceAccount ns/name and returns a
+// token of it from the TokenRequest API: a caller the API server
+// authenticates as system:serviceaccount:ns:name.
+func serviceAccountToken(t testing.TB, cs kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status.Token
+}
+
+// applyCaller makes a ServiceAccount name in namespaces[0], gives it the
+// rules of rbac/caller.yaml (its Role in every one of namespaces, and its
+// ClusterRole) and returns its token once RBAC allows it.
+func applyCaller(t testing.TB, cs kubernetes.Interface, namespaces []string, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	token := serviceAccountToken(t, cs, namespaces[0], name)
+	m, err := readRBAC(filepath.Join("rbac", "caller.yaml"))
+	require.NoError(t, err)
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: namespaces[0]}}
+	rbac := cs.RbacV1()
+	for _, ns := range namespaces {
+		for _, r := range m.Roles {
+			r = r.DeepCopy()
+			r.Namespace = ns
+			_, err := rbac.Roles(ns).Create(ctx, r, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		for _, b := range m.RoleBindings {
+			b = b.DeepCopy()
+			b.Namespace, b.Subjects = ns, subject
+			_, err := rbac.RoleBindings(ns).Create(ctx, b, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+	for _, r := range m.ClusterRoles {
+		r = r.DeepCopy()
+		r.Name += "-" + namespaces[0] + "-" + name
+		_, err := rbac.ClusterRoles().Create(ctx, r, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for _, b := range m.ClusterRoleBindings {
+		b = b.DeepCopy()
+		b.Name += "-" + namespaces[0] + "-" + name
+		b.RoleRef.Name += "-" + namespaces[0] + "-" + name
+		b.Subjects = subject
+		_, err := rbac.ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	user := "system:serviceaccount:" + namespaces[0] + ":" + name
+	for _, ns := range namespaces {
+		require.Eventually(t, func() bool {
+			review, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Group: apiGroup, Resource: "sandboxes"},
+			}}, metav1.CreateOptions{})
+			return err == nil && review.Status.Allowed
+		}, 10*time.Second, 10*time.Millisecond, "RBAC never allowed %s in %s", user, ns)
+	}
+	return token
+}
+
+// TestAuthentication: with -authenticate (the default), the gateway lets
+// in only callers whose bearer token the API server accepts, and lets
+// them do only what RBAC allows them on the gateway's own API in that
+// namespace: an allowed caller creates, reads, stops, starts and deletes;
+// one without the Role gets 403 naming the verb and namespace, and its
+// requests reach no Sandbox; no token, or one the API server does not
+// accept, gets 401 with WWW-Authenticate. /metrics likewise. No token is
+// in the log; the caller's user name is. Before the gateway had a gate,
+// every one of these requests was served.
+func TestAuthentication(t *testing.T) {
+	cfg := env.Config(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-auth-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	allowed := applyCaller(t, cs, []string{ns.Name}, "agent-team")
+	denied := serviceAccountToken(t, cs, ns.Name, "stranger")
+	g := startRun(t, "-kubeconfig", kubetest.WriteKubeconfig(t, cfg), "-namespace", ns.Name, "-gateway", "gw-auth", "-authenticate=true")
+	url := "http://" + g.addr
+	base := "/v1/namespaces/" + ns.Name + "/sandboxes"
+	create := `{"name":"alpha","podTemplate":` + template + `}`
+
+	ok := client{t: t, url: url, token: allowed}
+	code, body := ok.do(http.MethodPost, base, create)
+	require.Equal(t, http.StatusCreated, code, body)
+	for _, tt := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodGet, base, http.StatusOK},
+		{http.MethodGet, base + "/alpha", http.StatusOK},
+		{http.MethodPost, base + "/alpha/stop", http.StatusOK},
+		{http.MethodPost, base + "/alpha/start", http.StatusOK},
+		{http.MethodGet, "/metrics", http.StatusOK},
+	} {
+		code, body := ok.do(tt.method, tt.path, "")
+		assert.Equal(t, tt.want, code, "%s %s: %v", tt.method, tt.path, body)
+	}
+	sb, err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/agents.x-k8s.io/v1beta1/namespaces", ns.Name, "sandboxes", "alpha").DoRaw(ctx)
+	require.NoError(t, err)
+	before := string(sb)
+
+	stranger := client{t: t, url: url, token: denied}
+	for _, tt := range []struct {
+		method, path, body, verb string
+	}{
+		{http.MethodGet, base, "", "list"},
+		{http.MethodPost, base, strings.Replace(create, "alpha", "beta", 1), "create"},
+		{http.MethodGet, base + "/alpha", "", "get"},
+		{http.MethodPost, base + "/alpha/stop", "", "stop"},
+		{http.MethodPost, base + "/alpha/start", "", "start"},
+		{http.MethodDelete, base + "/alpha", "", "delete"},
+	} {
+		code, body := stranger.do(tt.method, tt.path, tt.body)
+		assert.Equal(t, http.StatusForbidden, code, "%s %s: %v", tt.method, tt.path, body)
+		assert.Equal(t, "forbidden", body["kind"])
+		assert.Equal(t, `user "system:serviceaccount:`+ns.Name+`:stranger" may not `+tt.verb+` sandboxes.gateway.kubewire.io in namespace "`+ns.Name+`"`, body["error"])
+	}
+	code, _ = stranger.do(http.MethodGet, "/metrics", "")
+	assert.Equal(t, http.StatusForbidden, code, "/metrics")
+	sb, err = cs.CoreV1().RESTClient().Get().AbsPath("/apis/agents.x-k8s.io/v1beta1/namespaces", ns.Name, "sandboxes", "alpha").DoRaw(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, before, string(sb), "a refused stop, start or delete reached the sandbox")
+	list, err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/agents.x-k8s.io/v1beta1/namespaces", ns.Name, "sandboxes", "beta").DoRaw(ctx)
+	assert.Error(t, err, "a refused create made a sandbox: %s", list)
+
+	for _, token := range []string{"", "not-a-token", denied + "x"} {
+		for _, path := range []string{base, "/metrics"} {
+			resp := get(t, url+path, token)
+			assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "token %q, %s", token, path)
+			assert.Equal(t, `Bearer realm="kubewire-gateway"`, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+
+	code, body = ok.do(http.MethodDelete, base+"/alpha", "")
+	assert.Equal(t, http.StatusNoContent, code, body)
+
+	// The refusals are logged once answered.
+	require.Eventually(t, func() bool {
+		return strings.Contains(g.out.String(), "user=system:serviceaccount:"+ns.Name+":stranger")
+	}, 10*time.Second, 5*time.Millisecond,
+		"the caller's name in the refusal's log line:\n%s", &g.out)
+	out := g.out.String()
+	for _, token := range []string{allowed, denied} {
+		assert.NotContains(t, out, token, "a token in the log")
+		// A JWT's signature alone identifies it.
+		assert.NotContains(t, out, token[strings.LastIndex(token, ".")+1:], "a token's signature in the log")
+	}
+}
+
+// get sends GET url with token, if any, and returns the closed response.
+func get(t *testing.T, url, token string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	return resp
+}
+
+// reviewCounter counts the TokenReviews and SubjectAccessReviews a config's
+// clients send.
+type reviewCounter struct{ n atomic.Int64 }
+
+func (c *reviewCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if strings.HasSuffix(r.URL.Path, "/tokenreviews") || strings.HasSuffix(r.URL.Path, "/subjectaccessreviews") {
+			c.n.Add(1)
+		}
+		return rt.RoundTrip(r)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// gatedServer serves the gateway for ns with a gate whose reviews reviews
+// counts, and returns its URL.
+func gatedServer(t testing.TB, cfg *rest.Config, ns string, reviews *reviewCounter) string {
+	d, err := driver.New(cfg, "gw-warm", []string{ns})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	rc := rest.CopyConfig(cfg)
+	rc.Wrap(reviews.wrap)
+	kube, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	g, err := newGate(kube, logr.Discard())
+	require.NoError(t, err)
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), g))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestWarmCallerCostsNoReview: a caller's first request costs a
+// TokenReview and a SubjectAccessReview; its next requests of the same
+// verb in the same namespace, within the caches' 10s, cost none.
+func TestWarmCallerCostsNoReview(t *testing.T) {
+	cfg := env.Config(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-warm-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	token := applyCaller(t, cs, []string{ns.Name}, "agent-team")
+	var reviews reviewCounter
+	c := client{t: t, url: gatedServer(t, cfg, ns.Name, &reviews), token: token}
+	path := "/v1/namespaces/" + ns.Name + "/sandboxes"
+	code, body := c.do(http.MethodGet, path, "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.EqualValues(t, 2, reviews.n.Load(), "the first request: one TokenReview, one SubjectAccessReview")
+	for range 20 {
+		code, body := c.do(http.MethodGet, path, "")
+		require.Equal(t, http.StatusOK, code, body)
+	}
+	assert.EqualValues(t, 2, reviews.n.Load(), "20 warm requests cost no review")
+}
+
+// BenchmarkGate: what the gate adds to a list of an empty namespace, per
+// request, for a warm caller: the ratio of ns/op against open (no gate)
+// in the same run, and the API server requests it adds (reviews/op, 0).
+func BenchmarkGate(b *testing.B) {
+	cfg := env.Config(b)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(b, err)
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-bench-"}}, metav1.CreateOptions{})
+	require.NoError(b, err)
+	token := applyCaller(b, cs, []string{ns.Name}, "agent-team")
+	path := "/v1/namespaces/" + ns.Name + "/sandboxes"
+	run := func(b *testing.B, url, token string, reviews *reviewCounter) {
+		warm := func() {
+			req, err := http.NewRequest(http.MethodGet, url+path, nil)
+			require.NoError(b, err)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(b, err)
+			require.NoError(b, resp.Body.Close())
+			require.Equal(b, http.StatusOK, resp.StatusCode)
+		}
+		warm()
+		start := reviews.n.Load()
+		b.ResetTimer()
+		for b.Loop() {
+			warm()
+		}
+		b.ReportMetric(float64(reviews.n.Load()-start)/float64(b.N), "reviews/op")
+	}
+	b.Run("open", func(b *testing.B) {
+		d, err := driver.New(cfg, "gw-open", []string{ns.Name})
+		require.NoError(b, err)
+		b.Cleanup(d.Close)
+		srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), nil))
+		b.Cleanup(srv.Close)
+		run(b, srv.URL, "", &reviewCounter{})
+	})
+	b.Run("authorized", func(b *testing.B) {
+		var reviews reviewCounter
+		run(b, gatedServer(b, cfg, ns.Name, &reviews), token, &reviews)
+	})
+}
+
+// selfSigned writes a self-signed serving certificate for 127.0.0.1 with
+// serial to cert and key (through a rename, as a secret volume's update
+// is atomic) and returns it.
+func selfSigned(t *testing.T, certPath, keyPath string, serial int64) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "gateway"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	kder, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	for _, f := range []struct {
+		path string
+		pem  *pem.Block
+	}{{keyPath, &pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}}, {certPath, &pem.Block{Type: "CERTIFICATE", Bytes: der}}} {
+		tmp := f.path + ".tmp"
+		require.NoError(t, os.WriteFile(tmp, pem.EncodeToMemory(f.pem), 0o600))
+		require.NoError(t, os.Rename(tmp, f.path))
+	}
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	return cert
+}
+
+// servedSerial returns the serial of the certificate the server at addr
+// presents on a new connection.
+func servedSerial(addr string) (int64, error) {
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the certificate only
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), nil
+}
+
+// TestTLSRotation: with -tls-cert-file and -tls-key-file the gateway
+// serves HTTPS, and a certificate rotated on disk is served to new
+// connections without a restart.
+func TestTLSRotation(t *testing.T) {
+	cfg := env.Config(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-tls-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	first := selfSigned(t, certPath, keyPath, 1)
+	g := startRun(t, "-kubeconfig", kubetest.WriteKubeconfig(t, cfg), "-namespace", ns.Name, "-gateway", "gw-tls",
+		"-tls-cert-file", certPath, "-tls-key-file", keyPath)
+	pool := x509.NewCertPool()
+	pool.AddCert(first)
+	c := client{t: t, url: "https://" + g.addr, hc: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
+	code, body := c.do(http.MethodGet, "/v1/namespaces/"+ns.Name+"/sandboxes", "")
+	require.Equal(t, http.StatusOK, code, body, "HTTPS with the first certificate")
+	c.hc.CloseIdleConnections()
+
+	selfSigned(t, certPath, keyPath, 2)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		serial, err := servedSerial(g.addr)
+		require.NoError(c, err)
+		assert.EqualValues(c, 2, serial)
+	}, 30*time.Second, 50*time.Millisecond, "the rotated certificate is never served")
+	resp, err := http.Get("http://" + g.addr + "/metrics")
+	if err == nil {
+		_ = resp.Body.Close()
+		assert.NotEqual(t, http.StatusOK, resp.StatusCode, "plain HTTP is not served")
+	}
+}
+
+// TestRunRefusesOpenListen: a -listen address other than loopback without
+// TLS and authentication is refused, naming the risk and the flag that
+// takes it, before anything is served.
+func TestRunRefusesOpenListen(t *testing.T) {
+	for _, tt := range []struct {
+		give []string
+		want string
+	}{
+		{[]string{"-listen", "0.0.0.0:0"}, "gateway: -listen 0.0.0.0:0 is not a loopback address: serve it with -tls-cert-file, -tls-key-file and -authenticate, or say -insecure-listen"},
+		{[]string{"-listen", ":8080", "-tls-cert-file", "c.pem", "-tls-key-file", "k.pem", "-authenticate=false"}, "gateway: -listen :8080 is not a loopback address"},
+		{[]string{"-tls-cert-file", "c.pem"}, `gateway: -tls-cert-file "c.pem" and -tls-key-file "" go together`},
+		{[]string{"-listen", "nope"}, `gateway: -listen "nope": address nope: missing port in address`},
+	} {
+		var errOut strings.Builder
+		assert.Equal(t, 2, run(context.Background(), tt.give, &errOut), "%v", tt.give)
+		assert.Contains(t, errOut.String(), tt.want, "%v", tt.give)
+	}
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "localhost:0"} {
+		loopback, err := isLoopback(addr)
+		require.NoError(t, err)
+		assert.True(t, loopback, addr)
+	}
+}
