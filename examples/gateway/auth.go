@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -16,6 +20,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // The gateway's own API, as RBAC sees it: callers are granted these verbs
@@ -27,14 +32,25 @@ const (
 	apiVersion = "v1"
 )
 
-// The caches of the delegating authenticator and authorizer: k8s.io/apiserver's
-// defaults for delegated authentication and authorization
-// (options.NewDelegatingAuthenticationOptions and
-// NewDelegatingAuthorizationOptions), so that a caller's next requests
-// within 10s cost the API server nothing.
+// cacheTTL is how long the delegating authenticator and authorizer keep an
+// answer: k8s.io/apiserver's default for delegated authentication and
+// authorization (options.NewDelegatingAuthenticationOptions and
+// NewDelegatingAuthorizationOptions), so that a caller's token, and each
+// verb on each sandbox it asked about, cost the API server nothing for
+// 10s. A token the API server rejected is not kept: the authenticator
+// caches no error.
+const cacheTTL = 10 * time.Second
+
+// The review clients' own limit: client-go's default (5 requests a
+// second) would let anyone who sends tokens the API server rejects, which
+// are not cached, starve the reviews of every caller; the API server's
+// Priority and Fairness bounds them further.
 const (
-	authnCacheTTL   = 10 * time.Second
-	authzCacheTTL   = 10 * time.Second
+	reviewQPS   = 50
+	reviewBurst = 100
+)
+
+const (
 	reviewTimeout   = 10 * time.Second
 	realm           = `Bearer realm="kubewire-gateway"`
 	kindUnauthn     = "unauthenticated"
@@ -56,33 +72,44 @@ func reviewBackoff() *wait.Backoff {
 // authenticator and authorizer, which cache the answers. A nil *gate lets
 // everyone in (-authenticate=false).
 type gate struct {
-	authn authenticator.Request
-	authz authorizer.Authorizer
-	log   logr.Logger
+	authn     authenticator.Request
+	authz     authorizer.Authorizer
+	audiences authenticator.Audiences
+	log       logr.Logger
 }
 
-// newGate returns the gate that asks the API server behind kube.
-func newGate(kube kubernetes.Interface, log logr.Logger) (*gate, error) {
+// newGate returns the gate that asks the API server behind cfg, keeping
+// answers for ttl. A token is accepted only if it was issued for one of
+// audiences, when there are any; else for the API server's own, which a
+// caller then shares with the gateway.
+func newGate(cfg *rest.Config, audiences []string, ttl time.Duration, log logr.Logger) (*gate, error) {
+	rc := rest.CopyConfig(cfg)
+	rc.QPS, rc.Burst, rc.RateLimiter = reviewQPS, reviewBurst, nil
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
 		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: false},
 		TokenAccessReviewClient:  kube.AuthenticationV1(),
 		TokenAccessReviewTimeout: reviewTimeout,
 		WebhookRetryBackoff:      reviewBackoff(),
-		CacheTTL:                 authnCacheTTL,
+		CacheTTL:                 ttl,
+		APIAudiences:             audiences,
 	}.New()
 	if err != nil {
 		return nil, fmt.Errorf("authentication: %w", err)
 	}
 	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
 		SubjectAccessReviewClient: kube.AuthorizationV1(),
-		AllowCacheTTL:             authzCacheTTL,
-		DenyCacheTTL:              authzCacheTTL,
+		AllowCacheTTL:             ttl,
+		DenyCacheTTL:              ttl,
 		WebhookRetryBackoff:       reviewBackoff(),
 	}.New()
 	if err != nil {
 		return nil, fmt.Errorf("authorization: %w", err)
 	}
-	return &gate{authn: authn, authz: authz, log: log}, nil
+	return &gate{authn: authn, authz: authz, audiences: audiences, log: log}, nil
 }
 
 // authenticate answers 401, with WWW-Authenticate, a request without
@@ -96,17 +123,48 @@ func (g *gate) authenticate(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(g.audiences) > 0 {
+			r = r.WithContext(authenticator.WithAudiences(r.Context(), g.audiences))
+		}
 		resp, ok, err := g.authn.AuthenticateRequest(r)
-		if !ok {
+		switch {
+		case ok:
+			next.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), resp.User)))
+		case unanswered(err):
+			// The API server did not say: a caller told 401 would blame
+			// its token.
+			refuse(w, r, g.log, http.StatusServiceUnavailable, kindUnavailable, "the caller's token could not be checked", fmt.Errorf("authenticating: %w", err))
+		default:
 			if err == nil {
 				err = errors.New("no credentials")
 			}
 			w.Header().Set("WWW-Authenticate", realm)
 			refuse(w, r, g.log, http.StatusUnauthorized, kindUnauthn, "the request carries no bearer token the API server accepts", err)
-			return
 		}
-		next.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), resp.User)))
 	})
+}
+
+// unanswered reports whether err, the authenticator's, says the API server
+// gave no verdict on the token (it could not be reached, it failed, or the
+// gateway may not ask), rather than rejecting it: a rejection is a plain
+// error with the API server's words, these are its Status or client-go's
+// transport errors. The authenticator joins its authenticators' errors in
+// an Aggregate, which has no Unwrap.
+func unanswered(err error) bool {
+	var agg utilerrors.Aggregate
+	if errors.As(err, &agg) {
+		for _, e := range agg.Errors() {
+			if unanswered(e) {
+				return true
+			}
+		}
+		return false
+	}
+	var status apierrors.APIStatus
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &status) || errors.As(err, &ue) || errors.As(err, &ne) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // authorize answers 403 a request whose caller may not do verb to the

@@ -90,13 +90,15 @@ func applyCaller(t testing.TB, cs kubernetes.Interface, namespaces []string, nam
 		require.NoError(t, err)
 	}
 	user := "system:serviceaccount:" + namespaces[0] + ":" + name
+	specs := []authorizationv1.SubjectAccessReviewSpec{{User: user, NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}}
 	for _, ns := range namespaces {
+		specs = append(specs, authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Group: apiGroup, Resource: "sandboxes"}})
+	}
+	for _, spec := range specs {
 		require.Eventually(t, func() bool {
-			review, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Group: apiGroup, Resource: "sandboxes"},
-			}}, metav1.CreateOptions{})
+			review, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 			return err == nil && review.Status.Allowed
-		}, 10*time.Second, 10*time.Millisecond, "RBAC never allowed %s in %s", user, ns)
+		}, 10*time.Second, 10*time.Millisecond, "RBAC never allowed %+v", spec)
 	}
 	return token
 }
@@ -231,9 +233,9 @@ func gatedServer(t testing.TB, cfg *rest.Config, ns string, reviews *reviewCount
 	t.Cleanup(d.Close)
 	rc := rest.CopyConfig(cfg)
 	rc.Wrap(reviews.wrap)
-	kube, err := kubernetes.NewForConfig(rc)
-	require.NoError(t, err)
-	g, err := newGate(kube, logr.Discard())
+	// A cache that outlives the test, which a loaded machine may make
+	// slow: a second review is then the gate's doing, never the clock's.
+	g, err := newGate(rc, nil, time.Hour, logr.Discard())
 	require.NoError(t, err)
 	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), g))
 	t.Cleanup(srv.Close)
@@ -350,8 +352,8 @@ func servedSerial(addr string) (int64, error) {
 }
 
 // TestTLSRotation: with -tls-cert-file and -tls-key-file the gateway
-// serves HTTPS, and a certificate rotated on disk is served to new
-// connections without a restart.
+// serves HTTPS to authenticated callers, and a certificate rotated on disk
+// is served to new connections without a restart.
 func TestTLSRotation(t *testing.T) {
 	cfg := env.Config(t)
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -361,11 +363,12 @@ func TestTLSRotation(t *testing.T) {
 	dir := t.TempDir()
 	certPath, keyPath := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	first := selfSigned(t, certPath, keyPath, 1)
+	token := applyCaller(t, cs, []string{ns.Name}, "agent-team")
 	g := startRun(t, "-kubeconfig", kubetest.WriteKubeconfig(t, cfg), "-namespace", ns.Name, "-gateway", "gw-tls",
-		"-tls-cert-file", certPath, "-tls-key-file", keyPath)
+		"-tls-cert-file", certPath, "-tls-key-file", keyPath, "-authenticate=true")
 	pool := x509.NewCertPool()
 	pool.AddCert(first)
-	c := client{t: t, url: "https://" + g.addr, hc: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
+	c := client{t: t, url: "https://" + g.addr, token: token, hc: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
 	code, body := c.do(http.MethodGet, "/v1/namespaces/"+ns.Name+"/sandboxes", "")
 	require.Equal(t, http.StatusOK, code, body, "HTTPS with the first certificate")
 	c.hc.CloseIdleConnections()
@@ -389,20 +392,67 @@ func TestTLSRotation(t *testing.T) {
 func TestRunRefusesOpenListen(t *testing.T) {
 	for _, tt := range []struct {
 		give []string
-		want string
+		want string // "" for no refusal of the listen address
 	}{
 		{[]string{"-listen", "0.0.0.0:0"}, "gateway: -listen 0.0.0.0:0 is not a loopback address: serve it with -tls-cert-file, -tls-key-file and -authenticate, or say -insecure-listen"},
+		{[]string{"-listen", "[::]:0"}, "gateway: -listen [::]:0 is not a loopback address"},
 		{[]string{"-listen", ":8080", "-tls-cert-file", "c.pem", "-tls-key-file", "k.pem", "-authenticate=false"}, "gateway: -listen :8080 is not a loopback address"},
+		{[]string{"-listen", "gateway.example:8443", "-tls-cert-file", "c.pem", "-tls-key-file", "k.pem", "-authenticate=false"}, "gateway: -listen gateway.example:8443 is not a loopback address"},
 		{[]string{"-tls-cert-file", "c.pem"}, `gateway: -tls-cert-file "c.pem" and -tls-key-file "" go together`},
 		{[]string{"-listen", "nope"}, `gateway: -listen "nope": address nope: missing port in address`},
+		{[]string{"-listen", ":0", "-tls-cert-file", "c.pem", "-tls-key-file", "k.pem"}, ""},
+		{[]string{"-listen", ":0", "-insecure-listen"}, ""},
+		{[]string{"-listen", "127.0.0.1:0", "-authenticate=false"}, ""},
 	} {
 		var errOut strings.Builder
-		assert.Equal(t, 2, run(context.Background(), tt.give, &errOut), "%v", tt.give)
+		// A bad namespace: run gets past the listen check, then stops.
+		code := run(context.Background(), append([]string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-namespace", "Bad_NS"}, tt.give...), &errOut)
+		if tt.want == "" {
+			assert.Contains(t, errOut.String(), `namespace "Bad_NS" is not a valid namespace name`, "%v", tt.give)
+			continue
+		}
+		assert.Equal(t, 2, code, "%v", tt.give)
 		assert.Contains(t, errOut.String(), tt.want, "%v", tt.give)
 	}
-	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "localhost:0"} {
-		loopback, err := isLoopback(addr)
-		require.NoError(t, err)
-		assert.True(t, loopback, addr)
-	}
+}
+
+// TestTokenAudience: with -token-audiences, only a token issued for one of
+// them is accepted; a token for the API server, which a caller could
+// replay there, is not.
+func TestTokenAudience(t *testing.T) {
+	cfg := env.Config(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-aud-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	apiServers := applyCaller(t, cs, []string{ns.Name}, "agent-team")
+	tr, err := cs.CoreV1().ServiceAccounts(ns.Name).CreateToken(ctx, "agent-team", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{"kubewire-gateway"}, ExpirationSeconds: ptr.To[int64](3600),
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	g := startRun(t, "-kubeconfig", kubetest.WriteKubeconfig(t, cfg), "-namespace", ns.Name, "-gateway", "gw-aud",
+		"-authenticate=true", "-token-audiences", "kubewire-gateway")
+	path := "http://" + g.addr + "/v1/namespaces/" + ns.Name + "/sandboxes"
+	assert.Equal(t, http.StatusOK, get(t, path, tr.Status.Token).StatusCode, "a token for the gateway")
+	assert.Equal(t, http.StatusUnauthorized, get(t, path, apiServers).StatusCode, "a token for the API server")
+}
+
+// TestUnreachableReviewIs503: when the API server cannot answer a
+// TokenReview, the caller is told 503, not 401: its token was not
+// rejected, and a client told 401 would blame it.
+func TestUnreachableReviewIs503(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	g, err := newGate(&rest.Config{Host: "http://" + addr}, nil, cacheTTL, logr.Discard())
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.authenticate(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		t.Error("the request went past the gate")
+	})))
+	t.Cleanup(srv.Close)
+	resp := get(t, srv.URL+"/v1/namespaces/ns/sandboxes", "some-token")
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Empty(t, resp.Header.Get("WWW-Authenticate"))
 }

@@ -33,13 +33,15 @@
 // just closed.
 //
 // Only whom the cluster lets in may call it (-authenticate, the default): a
-// caller's bearer token is checked by the API server (TokenReview) and
-// each request authorized by RBAC (SubjectAccessReview) for the route's
-// verb on sandboxes.gateway.kubewire.io in its namespace, or get on
-// /metrics; 401 and 403 otherwise, answers cached for 10s (auth.go,
-// rbac/caller.yaml). -tls-cert-file and -tls-key-file serve HTTPS and are
-// reloaded when they change. A -listen address other than loopback
-// without both is refused unless -insecure-listen says to take the risk.
+// caller's bearer token is checked by the API server (TokenReview, for
+// -token-audiences if given) and each request authorized by RBAC
+// (SubjectAccessReview) for the route's verb on
+// sandboxes.gateway.kubewire.io in its namespace, or get on /metrics:
+// 401, 403, or 503 when the API server cannot say; answers are kept for
+// 10s (auth.go, rbac/caller.yaml). -tls-cert-file and -tls-key-file serve
+// HTTPS and are reloaded when they change. A -listen address other than
+// loopback is refused unless it has both TLS and -authenticate, or
+// -insecure-listen says to take the risk.
 //
 // The reconciler chooses its watches itself: two per namespace below 10
 // namespaces, and from 10 on two for the whole cluster when RBAC allows
@@ -63,7 +65,9 @@
 //
 // An error answers with the HTTP status of the driver error's kind (413
 // for a request body over 1 MiB, 408 for one that did not arrive within
-// -read-timeout) and a body {"kind": "...", "error": "...", "id": "..."}.
+// -read-timeout) and a body {"kind": "...", "error": "...", "id": "..."};
+// the gate's refusals have the kinds unauthenticated (401), forbidden
+// (403) and unavailable (503).
 // The error says what failed and, when it is the caller's to fix, why;
 // never where the API server is (no URL, no address). The id, also in the
 // X-Request-Id header, finds the gateway's log line with the whole chain.
@@ -85,6 +89,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -102,7 +107,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -146,6 +150,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	authenticate := fs.Bool("authenticate", true, "let in only callers whose bearer token the API server accepts (TokenReview) and whom RBAC allows the route's verb on sandboxes."+apiGroup+" in its namespace (SubjectAccessReview); off, whoever reaches the gateway acts with its rights")
 	tlsCert := fs.String("tls-cert-file", "", "serve HTTPS with this certificate (PEM), reloaded when the file changes; with -tls-key-file")
 	tlsKey := fs.String("tls-key-file", "", "the private key (PEM) of -tls-cert-file")
+	audiences := fs.String("token-audiences", "", "comma-separated audiences a caller's token must be issued for (kubectl create token --audience); default: the API server's, so that a caller's token also works against the API server")
 	insecureListen := fs.Bool("insecure-listen", false, "serve a -listen address other than loopback without TLS or without -authenticate: whoever on the network reaches it reads the traffic, or acts with the gateway's rights")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -215,11 +220,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	var g *gate
 	if *authenticate {
 		// The reviews go through the same stack.
-		kube, err := kubernetes.NewForConfig(cfg)
-		if err == nil {
-			g, err = newGate(kube, log)
+		var auds []string
+		if *audiences != "" {
+			auds = strings.Split(*audiences, ",")
 		}
-		if err != nil {
+		if g, err = newGate(cfg, auds, cacheTTL, log); err != nil {
 			fmt.Fprintf(stderr, "gateway: %v\n", err)
 			return 2
 		}
@@ -285,8 +290,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		ReadTimeout:       *readTimeout,
 		WriteTimeout:      *writeTimeout,
 		IdleTimeout:       *idleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return base },
+		// net/http's own lines (a failed TLS handshake) through the
+		// same redaction as the gateway's.
+		ErrorLog:    stdlog.New(stderr, "gateway: http: ", 0),
+		BaseContext: func(net.Listener) context.Context { return base },
 	}
+	certErr := make(chan error, 1)
 	if *tlsCert != "" {
 		// Reloaded when the files change (fsnotify, and a poll every
 		// 10s), so that a rotated certificate is served without a restart.
@@ -297,9 +306,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			return 2
 		}
 		crlog.SetLogger(log)
+		watched := make(chan struct{})
+		defer func() {
+			cancel()
+			<-watched
+		}()
 		go func() {
-			if err := cw.Start(ctx); err != nil {
-				log.Error(err, "watching the serving certificate")
+			defer close(watched)
+			if err := cw.Start(ctx); err != nil && ctx.Err() == nil {
+				// A certificate no longer watched would be served until
+				// it expires: stop, as controller-runtime's manager does.
+				certErr <- err
+				cancel()
 			}
 		}()
 		srv.TLSConfig = &tls.Config{GetCertificate: cw.GetCertificate, MinVersion: tls.VersionTLS12}
@@ -331,6 +349,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if serveErr == nil {
 		serveErr = <-served
+	}
+	select {
+	case err := <-certErr:
+		fmt.Fprintf(stderr, "gateway: watching -tls-cert-file %q: %v\n", *tlsCert, err)
+		code = 1
+	default:
 	}
 	if !errors.Is(serveErr, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "gateway: %v\n", serveErr)
