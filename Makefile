@@ -22,13 +22,13 @@ PKGS := $(addsuffix /...,$(MODULES))
 
 # The client-go releases kubeadapter supports besides the one in its go.mod
 # (the oldest, v0.34.0): each runs kubeadapter's whole suite, API server
-# tests included, on its own (hack/clientgo.sh).
+# tests included, on its own (hack/matrix.sh).
 CLIENTGO_RELEASES ?= v0.35.10 v0.36.6 v0.37.2
 
 # The agent-sandbox releases the driver supports besides the one in its
 # go.mod (v0.5.6, the oldest): the driver's suites run on each, API server
 # tests with that release's controller included, and not in the workspace
-# run, which would repeat them (hack/sandboxes.sh).
+# run, which would repeat them (hack/matrix.sh).
 SANDBOX_RELEASES ?= v1.0.3
 SANDBOX_FLOOR ?= floor
 SANDBOX_MODULES := ./driver ./test/driver
@@ -74,12 +74,12 @@ tidy:
 # and at each of CLIENTGO_RELEASES, without the workspace.
 CLIENTGO_FLOOR ?= floor
 clientgo: envtest
-	$(TEST_ENV) $(PHASE) clientgo hack/clientgo.sh $(CLIENTGO_FLOOR) $(CLIENTGO_RELEASES)
+	$(TEST_ENV) $(PHASE) clientgo hack/matrix.sh clientgo "k8s.io/client-go k8s.io/api k8s.io/apimachinery" "kubeadapter test/kubeadapter" $(CLIENTGO_FLOOR) $(CLIENTGO_RELEASES)
 
 # The driver's suites at its go.mod's agent-sandbox (the oldest it
 # supports) and at each of SANDBOX_RELEASES, without the workspace.
 sandboxes: envtest
-	$(TEST_ENV) $(PHASE) sandboxes hack/sandboxes.sh $(SANDBOX_FLOOR) $(SANDBOX_RELEASES)
+	$(TEST_ENV) $(PHASE) sandboxes hack/matrix.sh sandboxes sigs.k8s.io/agent-sandbox "driver test/driver" $(SANDBOX_FLOOR) $(SANDBOX_RELEASES)
 
 # tracing's suite at the OpenTelemetry release its go.mod states (the
 # oldest it supports), without the workspace, whose other modules raise it.

@@ -1,6 +1,6 @@
 // Package sandboxtest is the agent-sandbox half of the test rig: the
 // project's own Sandbox CRD and controller, of the release the build
-// selects, in process against a kubetest API server. hack/sandboxes.sh
+// selects, in process against a kubetest API server. hack/matrix.sh
 // runs the driver's suites at each agent-sandbox release they support.
 package sandboxtest
 

@@ -50,7 +50,7 @@ type Rig struct {
 
 // CurrentRig runs agent-sandbox's controller of the release the build
 // selects in process, against the package's API server, with that
-// release's CRD. hack/sandboxes.sh runs the suites at each release the
+// release's CRD. hack/matrix.sh runs the suites at each release the
 // driver supports.
 func CurrentRig(t *testing.T) *Rig {
 	r := NewRig(t, env.Config(t))
