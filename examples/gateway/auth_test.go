@@ -37,6 +37,18 @@ import (
 	"github.com/kubewire/kubewire/test/kubetest"
 )
 
+// newNamespace returns the package's API server's admin config and
+// clientset, and a new namespace named from prefix.
+func newNamespace(t testing.TB, prefix string) (*rest.Config, kubernetes.Interface, *corev1.Namespace) {
+	t.Helper()
+	cfg := env.Config(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return cfg, cs, ns
+}
+
 // serviceAccountToken creates the ServiceAccount ns/name and returns a
 // token of it from the TokenRequest API: a caller the API server
 // authenticates as system:serviceaccount:ns:name.
@@ -113,12 +125,8 @@ func applyCaller(t testing.TB, cs kubernetes.Interface, namespaces []string, nam
 // in the log; the caller's user name is. Before the gateway had a gate,
 // every one of these requests was served.
 func TestAuthentication(t *testing.T) {
-	cfg := env.Config(t)
-	cs, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
+	cfg, cs, ns := newNamespace(t, "gw-auth-")
 	ctx := context.Background()
-	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-auth-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
 	allowed := applyCaller(t, cs, []string{ns.Name}, "agent-team")
 	denied := serviceAccountToken(t, cs, ns.Name, "stranger")
 	g := startRun(t, "-kubeconfig", kubetest.WriteKubeconfig(t, cfg), "-namespace", ns.Name, "-gateway", "gw-auth", "-authenticate=true")
@@ -246,11 +254,7 @@ func gatedServer(t testing.TB, cfg *rest.Config, ns string, reviews *reviewCount
 // TokenReview and a SubjectAccessReview; its next requests of the same
 // verb in the same namespace, within the caches' 10s, cost none.
 func TestWarmCallerCostsNoReview(t *testing.T) {
-	cfg := env.Config(t)
-	cs, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-warm-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	cfg, cs, ns := newNamespace(t, "gw-warm-")
 	token := applyCaller(t, cs, []string{ns.Name}, "agent-team")
 	var reviews reviewCounter
 	c := client{t: t, url: gatedServer(t, cfg, ns.Name, &reviews), token: token}
@@ -269,11 +273,7 @@ func TestWarmCallerCostsNoReview(t *testing.T) {
 // request, for a warm caller: the ratio of ns/op against open (no gate)
 // in the same run, and the API server requests it adds (reviews/op, 0).
 func BenchmarkGate(b *testing.B) {
-	cfg := env.Config(b)
-	cs, err := kubernetes.NewForConfig(cfg)
-	require.NoError(b, err)
-	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-bench-"}}, metav1.CreateOptions{})
-	require.NoError(b, err)
+	cfg, cs, ns := newNamespace(b, "gw-bench-")
 	token := applyCaller(b, cs, []string{ns.Name}, "agent-team")
 	path := "/v1/namespaces/" + ns.Name + "/sandboxes"
 	run := func(b *testing.B, url, token string, reviews *reviewCounter) {
@@ -355,11 +355,7 @@ func servedSerial(addr string) (int64, error) {
 // serves HTTPS to authenticated callers, and a certificate rotated on disk
 // is served to new connections without a restart.
 func TestTLSRotation(t *testing.T) {
-	cfg := env.Config(t)
-	cs, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-tls-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	cfg, cs, ns := newNamespace(t, "gw-tls-")
 	dir := t.TempDir()
 	certPath, keyPath := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	first := selfSigned(t, certPath, keyPath, 1)
@@ -420,12 +416,8 @@ func TestRunRefusesOpenListen(t *testing.T) {
 // them is accepted; a token for the API server, which a caller could
 // replay there, is not.
 func TestTokenAudience(t *testing.T) {
-	cfg := env.Config(t)
-	cs, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
+	cfg, cs, ns := newNamespace(t, "gw-aud-")
 	ctx := context.Background()
-	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-aud-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
 	apiServers := applyCaller(t, cs, []string{ns.Name}, "agent-team")
 	tr, err := cs.CoreV1().ServiceAccounts(ns.Name).CreateToken(ctx, "agent-team", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		Audiences: []string{"kubewire-gateway"}, ExpirationSeconds: ptr.To[int64](3600),
