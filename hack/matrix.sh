@@ -42,7 +42,8 @@ for v in "$@"; do
 		fi
 		echo "$name: $dir with $(go list -m -e -f '{{if not .Error}}{{.Path}} {{.Version}}{{end}}' "${modules[@]}" k8s.io/client-go sigs.k8s.io/controller-runtime | sort -u | sed '/^$/d' | paste -sd, -)" >&2
 		start=$SECONDS
-		go test -race -count=1 ./...
+		# shellcheck disable=SC2086 # GOTEST is a command and its flags
+		${GOTEST:-go test -race -vet=all -count=1} ./...
 		echo "$name: $dir on ${modules[0]} $got passed in $((SECONDS - start))s" >&2
 		unset GOFLAGS
 	done
