@@ -276,8 +276,6 @@ func (w *wrapper) wrap(rt http.RoundTripper) http.RoundTripper { return w.chain(
 var wrapCode = reflect.ValueOf((&wrapper{}).wrap).Pointer()
 
 // ours reports whether fn is a WrapTransport that Apply or Wrap returned.
-// A wrapper added after it (rest.Config.Wrap) makes a new function that
-// hides it.
 func ours(fn k8stransport.WrapperFunc) bool {
 	return fn != nil && reflect.ValueOf(fn).Pointer() == wrapCode
 }
