@@ -26,11 +26,10 @@ func Example_metrics() {
 
 	m := metrics.New()
 	registry.MustRegister(m)
-	err := kubeadapter.Apply(cfg, kubeadapter.WithObserver(m)) // client-go
-	rt := m.Stack(10 * time.Second)(base)                      // plain net/http
-	if err != nil {
+	if err := kubeadapter.Apply(cfg, kubeadapter.WithObserver(m)); err != nil { // client-go
 		log.Fatal(err)
 	}
+	rt := m.Stack(10 * time.Second)(base) // plain net/http
 
 	kc, err := rest.HTTPClientFor(cfg)
 	if err != nil {

@@ -121,10 +121,9 @@ func http2Enabled(t *http.Transport) bool {
 	return t.TLSClientConfig == nil && t.Dial == nil && t.DialContext == nil && t.DialTLS == nil && t.DialTLSContext == nil
 }
 
-// cloner gives a config's clients their own clone of client-go's base
-// transport, with their own idle-connection timeout and HTTP/2 health
-// check. One clone per base transport, shared by every client built from
-// the config.
+// cloner makes the clone of client-go's base transport that the package
+// documentation describes: one per base transport, shared by every client
+// built from the config.
 type cloner struct {
 	http2          bool // WithHTTP2Health was given
 	readIdle, ping time.Duration

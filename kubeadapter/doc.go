@@ -85,7 +85,9 @@
 //
 //	m := metrics.New()
 //	registry.MustRegister(m)
-//	err := kubeadapter.Apply(cfg, kubeadapter.WithObserver(m))
+//	if err := kubeadapter.Apply(cfg, kubeadapter.WithObserver(m)); err != nil {
+//		return err
+//	}
 //
 // Apply moves rest.Config.Timeout into the per-attempt timeout and sets it
 // to zero:

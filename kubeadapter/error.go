@@ -9,15 +9,12 @@ import (
 )
 
 // Error is the error client-go receives for a request the stack retried
-// and gave up on, or did not retry because the retry budget refused. It
-// exists so that a failure is retried by one layer, not two: client-go
-// re-sends a GET up to ten times, a second apart, when its error looks
-// like a lost connection to apimachinery's IsConnectionReset,
-// IsProbableEOF or IsHTTP2ConnectionLost (rest/request.go), and it would
-// do so on top of every retry kubewire already made. Error says what the
-// [retry.Error] inside says in words those checks do not match, and does
-// not let errors.As reach a syscall.Errno, which IsConnectionReset looks
-// for.
+// and gave up on, or did not retry because the retry budget refused, so
+// that client-go does not retry it again ("One retry layer" in the package
+// documentation). It says what the [retry.Error] inside says in words that
+// apimachinery's IsConnectionReset, IsProbableEOF and IsHTTP2ConnectionLost
+// (client-go's rest/request.go) do not match, and does not let errors.As
+// reach a syscall.Errno, which IsConnectionReset looks for.
 //
 // Everything stays reachable:
 //

@@ -125,11 +125,9 @@ func WithLogger(l logr.Logger) Option {
 
 // WithIdleConnTimeout sets how long this config's clients keep an idle
 // pooled connection, HTTP/1.1 or HTTP/2, before closing it
-// (http.Transport.IdleConnTimeout). client-go fixes it at 90s for every
-// client of the process; load balancers and NAT gateways drop idle flows
-// after 35s to 350s, and a request on a connection they dropped fails.
-// Keep d below the shortest idle limit on the path (kubewire probe
-// measures it). Default: client-go's 90s. Must be positive.
+// (http.Transport.IdleConnTimeout; see the package documentation). Keep d
+// below the shortest idle limit on the path, which kubewire probe
+// measures. Default: client-go's 90s. Must be positive.
 //
 // Like [WithHTTP2Health], it gives the clients their own clone of
 // client-go's base transport, and Apply refuses with an error when it
@@ -278,8 +276,6 @@ func (w *wrapper) wrap(rt http.RoundTripper) http.RoundTripper { return w.chain(
 var wrapCode = reflect.ValueOf((&wrapper{}).wrap).Pointer()
 
 // ours reports whether fn is a WrapTransport that Apply or Wrap returned.
-// A wrapper added after it (rest.Config.Wrap) makes a new function that
-// hides it.
 func ours(fn k8stransport.WrapperFunc) bool {
 	return fn != nil && reflect.ValueOf(fn).Pointer() == wrapCode
 }
@@ -298,8 +294,6 @@ func (c *config) wrappers(between k8stransport.WrapperFunc) k8stransport.Wrapper
 	return k8stransport.WrapperFunc(transport.Chain(layers...))
 }
 
-// middleware returns the kubewire stack with c's options, or a middleware
-// that fails every request if an option is invalid.
 func (c *config) middleware() transport.Middleware {
 	if c.err != nil {
 		err := c.err
@@ -326,15 +320,11 @@ func (c *config) middleware() transport.Middleware {
 	}
 }
 
-// installed is the top of a kubewire stack. It hands client-go the errors
-// of requests the stack retried, or refused to retry because the retry
-// budget was spent, as an [*Error], and a refusal of a re-sent copy whose
-// earlier copy may have been applied with a message that says so
-// (sayMaybeApplied). It marks each request's context with
-// the request's URL, so that a stack below it, which a second Apply could
-// not see (see [Apply]), passes that request through to what it wraps:
-// one stack acts. A client that a wrapper calls with the request's
-// context, for another URL, keeps its own stack.
+// installed is the top of a kubewire stack. It marks each request's
+// context with the request's URL, so that a stack below it, which a second
+// Apply could not see (see [Apply]), passes that request through to what
+// it wraps: one stack acts. A client that a wrapper calls with the
+// request's context, for another URL, keeps its own stack.
 type installed struct {
 	wrapped
 	below http.RoundTripper // what the stack wraps
@@ -366,11 +356,9 @@ func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// clientGoError returns the error to hand client-go for err, the stack's:
-// an [*Error] when the stack retried the request, or refused to because
-// the budget was spent, else err. A call middleware
-// (stack.WithCallMiddleware) may have wrapped the retry error, and
-// client-go searches the whole chain.
+// clientGoError returns the error to hand client-go for err, the stack's
+// (see [Error]). A call middleware (stack.WithCallMiddleware) may have
+// wrapped the retry error, and client-go searches the whole chain.
 func clientGoError(err error) error {
 	var re *retry.Error
 	if errors.As(err, &re) && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {

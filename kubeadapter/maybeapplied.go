@@ -53,13 +53,10 @@ const maxStatus = 1 << 20
 // selfDescribedCBOR (tag 55799) prefixes the API server's CBOR.
 var selfDescribedCBOR = []byte{0xd9, 0xd9, 0xf7}
 
-// sayMaybeApplied rewrites resp, a 404, 409 or 422 that refused a copy
-// re-sent after an earlier one may have been applied (retry.MaybeApplied;
-// the API server answers 422 to a JSON patch whose test fails), so that
-// the caller's error says so: the Status keeps its code and reason, so
-// apierrors.IsConflict, IsNotFound and IsInvalid still hold, and its
-// message gets maybeAppliedNote. A body that is not a Status it can
-// decode (JSON, protobuf or CBOR) is given back as it was.
+// sayMaybeApplied adds maybeAppliedNote to the Status of resp, a refusal
+// of a re-sent copy (retry.MaybeApplied; see the package documentation). A
+// body that is not a Status it can decode (JSON, protobuf or CBOR) is
+// given back as it was.
 func sayMaybeApplied(resp *http.Response) {
 	switch resp.StatusCode {
 	case http.StatusConflict, http.StatusNotFound, http.StatusUnprocessableEntity:

@@ -91,10 +91,9 @@ func observeDecision(os []Observer) func(retry.Decision) {
 }
 
 // countRetry reports a retry the stack decides, before its wait, to
-// client-go's rest_client_request_retries_total (tools/metrics.RequestRetry),
-// with the labels client-go gives its own: the status code or "<error>",
-// the method, and the host of the server. It reads RequestRetry on every
-// call, so a registration after Apply counts too.
+// client-go's metric (see the package documentation). It reads
+// tools/metrics.RequestRetry on every call, so a registration after Apply
+// counts too.
 func countRetry(d retry.Decision) {
 	code := "<error>"
 	if d.Err == nil {

@@ -3,6 +3,7 @@ package stack_test
 import (
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -21,19 +22,20 @@ func ExampleNew() {
 
 	base, err := transport.New()
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	defer base.CloseIdleConnections()
 	client := &http.Client{Transport: stack.New(10 * time.Second)(base)}
 
 	resp, err := client.Get(srv.URL)
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(resp.Status, string(body))
 	// Output: 200 OK ok
 }

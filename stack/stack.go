@@ -87,10 +87,8 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// New returns the stack: retry over pooltrace over timeout (with the
-// middleware of [WithCallMiddleware] above retry and of
-// [WithAttemptMiddleware] between retry and pooltrace), with d the
-// deadline of each attempt, from when it is sent to the end of its
+// New returns the stack, in the order the package documentation gives, with
+// d the deadline of each attempt from when it is sent to the end of its
 // response body (timeout.New). The RoundTrippers it returns are safe for
 // concurrent use. An invalid d or option does not panic: every request
 // fails, without being sent, with a *transport.ConfigError that names it,

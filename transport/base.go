@@ -137,18 +137,12 @@ func WithoutHTTP2() Option {
 	})
 }
 
-// New returns a pooled base transport: go-cleanhttp's pooled transport with
-// HTTP/2 health checks configured on this transport (not through
-// environment variables) and the idle-connection timeout of
-// [WithIdleConnTimeout]. It returns an error naming the option if an option
-// is invalid.
+// New returns a pooled base transport (see the package documentation), or
+// an error naming the first invalid option.
 //
-// HTTP/2 is configured the way net/http documents it, which works the same
-// on Go 1.26 (net/http's bundled HTTP/2) and Go 1.27 (HTTP/2 inside
-// net/http): Protocols enables it, HTTP2 carries the health-check timings,
-// and net/http sets up TLSNextProto and the TLS NextProtos when the
-// transport is first used. x/net/http2's ConfigureTransports is not used: on
-// Go 1.27 it is a deprecated wrapper over the same fields.
+// net/http sets up TLSNextProto and the TLS NextProtos from Protocols when
+// the transport is first used. x/net/http2's ConfigureTransports is not
+// used: on Go 1.27 it is a deprecated wrapper over the same fields.
 //
 // The returned transport is safe for concurrent use. Reuse it: a new
 // transport is a new connection pool.

@@ -3,6 +3,7 @@ package transport_test
 import (
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -23,8 +24,7 @@ func Example() {
 
 	base, err := transport.New()
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	client := &http.Client{Transport: transport.Chain(
 		retry.New(),                 // outermost: one retry loop per call
@@ -35,11 +35,13 @@ func Example() {
 
 	resp, err := client.Get(srv.URL)
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(resp.StatusCode, string(b))
 	// Output: 200 hello
 }

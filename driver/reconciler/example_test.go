@@ -31,6 +31,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = rec.Run(ctx) // until ctx is done
-	log.Print(err)
+	if err := rec.Run(ctx); ctx.Err() == nil { // Run returns when ctx is done, or on a failure
+		log.Fatal(err)
+	}
 }
