@@ -16,12 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/metrics"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // labels are the documented label names of every metric.
@@ -43,7 +42,7 @@ func noWait(int) time.Duration { return 0 }
 // is counted once, under the documented labels only.
 func TestScriptedRun(t *testing.T) {
 	var slowCalls atomic.Int32
-	url, proxy := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	url, proxy := transporttest.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		if r.URL.Path == "/slow" && slowCalls.Add(1) == 1 {
 			select { // the client gives up first
@@ -92,18 +91,18 @@ func TestScriptedRun(t *testing.T) {
 	require.NoError(t, send(c, http.MethodGet, "/"))
 	require.NoError(t, send(c, http.MethodGet, "/slow"))
 	// A reset after the server answered a PUT: retried.
-	proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+	proxy.SetFaultOnce(transporttest.ResetAfterResponse)
 	require.NoError(t, send(c, http.MethodPut, "/"))
 	// The same for a POST: not re-sent, it is not idempotent.
-	proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+	proxy.SetFaultOnce(transporttest.ResetAfterResponse)
 	require.Error(t, send(c, http.MethodPost, "/"))
 	// The same for a DELETE with an empty retry budget: refused.
-	proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+	proxy.SetFaultOnce(transporttest.ResetAfterResponse)
 	require.Error(t, send(client(retry.WithBudget(0, 0)), http.MethodDelete, "/"))
 	// A reused connection the server closes as the GET arrives: net/http
 	// re-sends the GET on a new one by itself.
 	require.NoError(t, send(c, http.MethodGet, "/"))
-	proxy.SetFaultOnce(faultproxy.CloseOnSend)
+	proxy.SetFaultOnce(transporttest.CloseOnSend)
 	require.NoError(t, send(c, http.MethodGet, "/"))
 
 	const want = `
@@ -162,7 +161,7 @@ kubewire_timeout_exceeded_total{method="GET",phase="headers"} 1
 
 // TestHTTP2 counts attempts over HTTP/2 under their protocol.
 func TestHTTP2(t *testing.T) {
-	srv := testserver.Pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))[1]
+	srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))[1]
 	m := metrics.New()
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(m))
