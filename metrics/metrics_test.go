@@ -36,6 +36,17 @@ var labels = map[string][]string{
 
 func noWait(int) time.Duration { return 0 }
 
+// TestContract: the observed stack is a middleware like any other; the
+// observers it adds must keep the RoundTripper contract. The timeout is
+// one no request of the suite comes near: its concurrent case queues 32
+// requests, which on a loaded machine can wait past a few seconds.
+func TestContract(t *testing.T) {
+	m := metrics.New()
+	transporttest.TestMiddleware(t, m.Stack(30*time.Second))
+	// The suite's requests were observed: the observers ran.
+	assert.NotZero(t, testutil.CollectAndCount(m, "kubewire_http_attempts_total"))
+}
+
 // TestScriptedRun sends requests through real sockets and a fault proxy:
 // a timeout on a reused connection, a retried reset, a refused
 // non-idempotent write, a retry-budget refusal and a re-send by net/http. Each
