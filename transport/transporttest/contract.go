@@ -19,7 +19,7 @@ import (
 
 // patience bounds every wait for something that must happen. It is a hang
 // guard, not a measurement: far above what a loaded machine needs.
-const patience = 30 * time.Second
+var patience = 30 * time.Second
 
 // TestMiddleware checks that mw honours net/http's RoundTripper contract,
 // against real loopback servers over HTTP/1.1 and HTTP/2 (TLS). mw wraps
