@@ -156,8 +156,8 @@ func roundTrip(t *testing.T, rt http.RoundTripper, req *http.Request, srv Server
 }
 
 // requestNotModified: net/http's RoundTripper doc forbids modifying the
-// request, because the caller owns it and may reuse it, and client-go does,
-// for its own retries and for the next request of a watch; otelhttp's
+// request, because the caller owns it and may use it after RoundTrip
+// returns (http.Client copies its headers onto a redirect); otelhttp's
 // TestTransportOriginRequestNotModify checks the same.
 func requestNotModified(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -268,9 +268,9 @@ func bodyClosedOnError(t *testing.T, mw func(http.RoundTripper) http.RoundTrippe
 
 // statusIsNotError: net/http's RoundTripper doc says a RoundTripper
 // "should not attempt to interpret the response"; client-go reads the
-// Status object in a 4xx or 5xx body, and retries 429 and 5xx itself after
-// Retry-After, so a middleware that turns a status into an error hides
-// both.
+// Status object in a 4xx or 5xx body, and retries a 429, or a 5xx with
+// Retry-After, itself, so a middleware that turns a status into an error
+// hides both.
 func statusIsNotError(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "boom", http.StatusInternalServerError)

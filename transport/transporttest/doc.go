@@ -15,17 +15,23 @@
 //
 // Any middleware passed to stack.WithCallMiddleware or
 // stack.WithAttemptMiddleware, to transport.Chain or to client-go's
-// rest.Config.Wrap should pass it. Each property is there because a
+// rest.Config.Wrap should pass it, alone and in its place in the stack:
+//
+//	transporttest.TestMiddleware(t, stack.New(30*time.Second,
+//		stack.WithAttemptMiddleware(mymiddleware.New())))
+//
+// (a timeout far above what the suite's requests take: its concurrent
+// case queues 32 of them on one server.) Each property is there because a
 // caller above the middleware depends on it:
 //
-//   - The request is not modified: the caller owns it, and client-go
-//     reuses it for its own retries (net/http's RoundTripper doc; clone
-//     with req.Clone before changing anything).
+//   - The request is not modified: the caller owns it and may use it after
+//     RoundTrip returns, as http.Client does when it copies its headers onto
+//     a redirect (net/http's RoundTripper doc; change a clone, req.Clone).
 //   - The request body is closed on every path, errors included, or each
 //     failed request leaks what the body holds.
 //   - A response or an error, never both; a non-2xx status is a response:
-//     client-go reads the Status object in an error's body and retries 429
-//     and 5xx itself.
+//     client-go reads the Status object in its body, and retries a 429, or
+//     a 5xx with Retry-After, itself.
 //   - A 101 response keeps its body an io.ReadWriteCloser: exec, attach
 //     and port-forward write through it.
 //   - WrappedRoundTripper and CloseIdleConnections reach the RoundTripper
@@ -53,7 +59,8 @@
 // delivers them later: dropping bytes would corrupt a TLS or HTTP/2 stream
 // at a moment the test does not choose.
 //
-// Everything here listens on 127.0.0.1 only and stops when the test that
-// started it ends. The functions are safe for concurrent use by parallel
-// tests.
+// Everything here listens on 127.0.0.1 only. What a function given a
+// testing.TB starts stops when that test ends; a Proxy from [NewProxy]
+// stops when closed. The functions are safe for concurrent use by
+// parallel tests.
 package transporttest

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
@@ -42,6 +44,12 @@ func (u *userAgentRT) CloseIdleConnections() {
 // call, in a test of the middleware's package.
 func TestUserAgentContract(t *testing.T) {
 	transporttest.TestMiddleware(t, userAgent)
+}
+
+// TestUserAgentInStack checks it in its place in kubewire's stack too,
+// where it sees every attempt retry makes.
+func TestUserAgentInStack(t *testing.T) {
+	transporttest.TestMiddleware(t, stack.New(30*time.Second, stack.WithAttemptMiddleware(userAgent)))
 }
 
 // The suite runs in a test, as TestUserAgentContract above shows:

@@ -79,7 +79,8 @@ func (f Fault) String() string {
 // client and a server. It works below TLS and HTTP, so the same faults
 // apply to HTTP/1.1 and HTTP/2. It listens on 127.0.0.1 only, and its
 // methods are safe for concurrent use: a test changes the fault while
-// connections run.
+// connections run. Make one with [NewProxy] or [BehindProxy]; the zero
+// value is not usable.
 type Proxy struct {
 	ln     net.Listener
 	target string
