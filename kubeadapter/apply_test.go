@@ -30,7 +30,7 @@ import (
 )
 
 func TestContract(t *testing.T) {
-	transporttest.TestMiddleware(t, func(rt http.RoundTripper) http.RoundTripper { return kubeadapter.Wrap()(rt) })
+	transporttest.TestMiddleware(t, kubeadapter.Wrap())
 }
 
 // TestWrapNilClones: with an option that clones the base transport, Wrap
@@ -369,7 +369,7 @@ func TestApplyRejectsBadOptions(t *testing.T) {
 			assert.EqualError(t, kubeadapter.Check(tt.give), tt.want)
 
 			// Wrap cannot return the error: every request carries it.
-			transporttest.TestConfigError(t, context.Background(), transport.Middleware(kubeadapter.Wrap(tt.give)), tt.want)
+			transporttest.TestConfigError(t, context.Background(), kubeadapter.Wrap(tt.give), tt.want)
 		})
 	}
 	assert.EqualError(t, kubeadapter.Apply(nil), "kubeadapter: Apply: nil *rest.Config")
