@@ -15,11 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/repro"
 	"github.com/kubewire/kubewire/internal/roundtrip"
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // BenchmarkIdleEdge sends requests after idle gaps spread evenly over the
@@ -81,8 +80,8 @@ func BenchmarkIdleEdge(b *testing.B) {
 // recoveryServer answers GET /api/v1/namespaces/default through a fault
 // proxy, so that a benchmark can reset the connection after the server
 // executed a request.
-func recoveryServer(b *testing.B) (string, *faultproxy.Proxy) {
-	return testserver.BehindProxy(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func recoveryServer(b *testing.B) (string, *transporttest.Proxy) {
+	return transporttest.BehindProxy(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"default"}}`)
 	}))
@@ -110,7 +109,7 @@ func benchRecovery(b *testing.B, apply bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p.SetFaultOnce(faultproxy.ResetAfterResponse)
+		p.SetFaultOnce(transporttest.ResetAfterResponse)
 		b.StartTimer()
 		if _, err := cs.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
 			b.Fatal(err)

@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // deadline is every benchmark's timeout, whether kubewire's or the caller's.
 const deadline = 30 * time.Second
 
-func servers(b *testing.B) []testserver.Server {
-	return testserver.Pair(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func servers(b *testing.B) []transporttest.Server {
+	return transporttest.NewServers(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"kind":"Status","status":"Success"}`)
 	}))
 }

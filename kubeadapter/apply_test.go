@@ -20,19 +20,17 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubewire/kubewire/internal/contract"
-	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 func TestContract(t *testing.T) {
-	contract.Run(t, func(rt http.RoundTripper) http.RoundTripper { return kubeadapter.Wrap()(rt) })
+	transporttest.TestMiddleware(t, kubeadapter.Wrap())
 }
 
 // TestWrapNilClones: with an option that clones the base transport, Wrap
@@ -185,10 +183,10 @@ func TestApplyTwiceDoesNotStack(t *testing.T) {
 // retry.DefaultMaxAttempts connections, as under one Apply, not their
 // square. Before the fix: 9.
 func TestApplyAgainOverAPlainWrapper(t *testing.T) {
-	p, err := faultproxy.New(strings.TrimPrefix(slowServer(t, 0).URL, "http://"))
+	p, err := transporttest.NewProxy(strings.TrimPrefix(slowServer(t, 0).URL, "http://"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	p.SetFault(faultproxy.ResetAfterResponse)
+	p.SetFault(transporttest.ResetAfterResponse)
 	noBackoff := kubeadapter.WithRetryOptions(retry.WithBackoff(func(int) time.Duration { return 0 }))
 	var attempts atomic.Int32
 	obs := kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: func(pooltrace.Attempt) { attempts.Add(1) }})
@@ -220,9 +218,9 @@ func TestApplyAgainOverAPlainWrapper(t *testing.T) {
 // (the stack package's TestAllocs) and 2 for the mark that keeps a second,
 // hidden stack out of the way (the context value and the request's copy).
 func TestAllocs(t *testing.T) {
-	a := testserver.NewAnswer(t)
-	bare := testserver.AllocsPerRequest(t, a, true)
-	got := testserver.AllocsPerRequest(t, kubeadapter.Wrap()(a), false)
+	a := newAnswer(t)
+	bare := allocsPerRequest(t, a, true)
+	got := allocsPerRequest(t, kubeadapter.Wrap()(a), false)
 	t.Logf("bare %v, applied %v allocations per request", bare, got)
 	require.LessOrEqual(t, got, bare+8)
 }
@@ -371,7 +369,7 @@ func TestApplyRejectsBadOptions(t *testing.T) {
 			assert.EqualError(t, kubeadapter.Check(tt.give), tt.want)
 
 			// Wrap cannot return the error: every request carries it.
-			contract.Refuses(t, context.Background(), transport.Middleware(kubeadapter.Wrap(tt.give)), tt.want)
+			transporttest.TestConfigError(t, context.Background(), kubeadapter.Wrap(tt.give), tt.want)
 		})
 	}
 	assert.EqualError(t, kubeadapter.Apply(nil), "kubeadapter: Apply: nil *rest.Config")
@@ -389,7 +387,7 @@ func (o *pointerObserver) ObserveExceeded(timeout.Exceeded) { o.n++ }
 // TestStackOptions: under client-go, call middleware given through
 // WithStackOptions sees a call once and attempt middleware every attempt.
 func TestStackOptions(t *testing.T) {
-	cfg := &rest.Config{Host: testserver.RefusedURL(t)}
+	cfg := &rest.Config{Host: transporttest.RefusedURL(t)}
 	var calls, attempts atomic.Int32
 	count := func(n *atomic.Int32) transport.Middleware {
 		return func(rt http.RoundTripper) http.RoundTripper {
@@ -412,7 +410,7 @@ func TestStackOptions(t *testing.T) {
 // it. Against a server that refuses connections, a request retried makes
 // retry.DefaultMaxAttempts attempts, an exempt one makes one.
 func TestRetryExemptionsAddUp(t *testing.T) {
-	cfg := &rest.Config{Host: testserver.RefusedURL(t)}
+	cfg := &rest.Config{Host: transporttest.RefusedURL(t)}
 	var attempts atomic.Int32
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {

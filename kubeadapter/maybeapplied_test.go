@@ -22,10 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // TestMaybeAppliedMessage: an update guarded by its resourceVersion whose
@@ -54,7 +53,7 @@ func TestMaybeAppliedMessage(t *testing.T) {
 				s.APIVersion, s.Kind = "v1", "Status"
 				require.NoError(t, info.Serializer.Encode(&s, &body))
 				var copies atomic.Int32
-				u, proxy := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				u, proxy := transporttest.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					_, _ = io.Copy(io.Discard, r.Body)
 					if r.Method == http.MethodPut && copies.Add(1) > 1 {
 						w.Header().Set("Content-Type", mt)
@@ -82,7 +81,7 @@ func TestMaybeAppliedMessage(t *testing.T) {
 				}
 				require.NoError(t, client.Get().AbsPath("/api/v1/namespaces/ns/configmaps/cm").Do(t.Context()).Error())
 
-				proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+				proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
 				err = put()
 				require.Error(t, err)
 				assert.Equal(t, int32(2), copies.Load(), "the guarded update was sent again")
@@ -124,7 +123,7 @@ func TestMaybeAppliedOtherBodies(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			body := bytes.Repeat([]byte("x"), tt.size)
 			var copies atomic.Int32
-			u, proxy := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u, proxy := transporttest.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				if r.Method == http.MethodPut && copies.Add(1) > 1 {
 					w.Header().Set("Content-Type", tt.contentType)
@@ -143,7 +142,7 @@ func TestMaybeAppliedOtherBodies(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, resp.Body.Close())
 
-			proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+			proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
 			req, err := http.NewRequest(http.MethodPut, u+"/api/v1/namespaces/ns/configmaps/cm",
 				strings.NewReader(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","resourceVersion":"5"}}`))
 			require.NoError(t, err)
@@ -194,7 +193,7 @@ func TestMaybeAppliedDeleteReadsBody(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var copies atomic.Int32
-			u, proxy := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u, proxy := transporttest.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				w.Header().Set("Content-Type", "application/json")
 				if r.Method == http.MethodDelete {
@@ -217,7 +216,7 @@ func TestMaybeAppliedDeleteReadsBody(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, client.Get().AbsPath("/api/v1/namespaces/ns/configmaps/cm").Do(t.Context()).Error())
 
-			proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+			proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
 			del := client.Delete().AbsPath("/api/v1/namespaces/ns/configmaps/cm")
 			if tt.dryRun != "" {
 				del.Param("dryRun", tt.dryRun)

@@ -18,11 +18,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // TestNoSecretsInOutput: a config whose server URL carries a password and
@@ -66,7 +66,7 @@ func TestNoSecretsInOutput(t *testing.T) {
 		},
 		Exceeded: func(e timeout.Exceeded) { capture("exceeded %v %v %v", e.Phase, e.Limit, e.Elapsed) },
 	}
-	for _, host := range []string{srv.URL, testserver.RefusedURL(t)} {
+	for _, host := range []string{srv.URL, transporttest.RefusedURL(t)} {
 		cfg := &rest.Config{
 			Host:        strings.Replace(host, "http://", "http://user:"+password+"@", 1),
 			BearerToken: token,

@@ -16,12 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/metrics"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // labels are the documented label names of every metric.
@@ -37,13 +36,24 @@ var labels = map[string][]string{
 
 func noWait(int) time.Duration { return 0 }
 
+// TestContract: the observed stack is a middleware like any other; the
+// observers it adds must keep the RoundTripper contract. The timeout is
+// one no request of the suite comes near: its concurrent case queues 32
+// requests, which on a loaded machine can wait past a few seconds.
+func TestContract(t *testing.T) {
+	m := metrics.New()
+	transporttest.TestMiddleware(t, m.Stack(30*time.Second))
+	// The suite's requests were observed: the observers ran.
+	assert.NotZero(t, testutil.CollectAndCount(m, "kubewire_http_attempts_total"))
+}
+
 // TestScriptedRun sends requests through real sockets and a fault proxy:
 // a timeout on a reused connection, a retried reset, a refused
 // non-idempotent write, a retry-budget refusal and a re-send by net/http. Each
 // is counted once, under the documented labels only.
 func TestScriptedRun(t *testing.T) {
 	var slowCalls atomic.Int32
-	url, proxy := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	url, proxy := transporttest.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		if r.URL.Path == "/slow" && slowCalls.Add(1) == 1 {
 			select { // the client gives up first
@@ -92,18 +102,18 @@ func TestScriptedRun(t *testing.T) {
 	require.NoError(t, send(c, http.MethodGet, "/"))
 	require.NoError(t, send(c, http.MethodGet, "/slow"))
 	// A reset after the server answered a PUT: retried.
-	proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+	proxy.SetFaultOnce(transporttest.ResetAfterResponse)
 	require.NoError(t, send(c, http.MethodPut, "/"))
 	// The same for a POST: not re-sent, it is not idempotent.
-	proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+	proxy.SetFaultOnce(transporttest.ResetAfterResponse)
 	require.Error(t, send(c, http.MethodPost, "/"))
 	// The same for a DELETE with an empty retry budget: refused.
-	proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+	proxy.SetFaultOnce(transporttest.ResetAfterResponse)
 	require.Error(t, send(client(retry.WithBudget(0, 0)), http.MethodDelete, "/"))
 	// A reused connection the server closes as the GET arrives: net/http
 	// re-sends the GET on a new one by itself.
 	require.NoError(t, send(c, http.MethodGet, "/"))
-	proxy.SetFaultOnce(faultproxy.CloseOnSend)
+	proxy.SetFaultOnce(transporttest.CloseOnSend)
 	require.NoError(t, send(c, http.MethodGet, "/"))
 
 	const want = `
@@ -162,7 +172,7 @@ kubewire_timeout_exceeded_total{method="GET",phase="headers"} 1
 
 // TestHTTP2 counts attempts over HTTP/2 under their protocol.
 func TestHTTP2(t *testing.T) {
-	srv := testserver.Pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))[1]
+	srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))[1]
 	m := metrics.New()
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(m))

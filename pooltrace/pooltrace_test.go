@@ -22,13 +22,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/kubewire/kubewire/internal/contract"
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/roundtrip"
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 func TestMain(m *testing.M) {
@@ -36,7 +34,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestContract(t *testing.T) {
-	contract.Run(t, pooltrace.New(pooltrace.WithLogger(funcr.New(func(string, string) {}, funcr.Options{Verbosity: 10}))))
+	transporttest.TestMiddleware(t, pooltrace.New(pooltrace.WithLogger(funcr.New(func(string, string) {}, funcr.Options{Verbosity: 10}))))
 }
 
 // logs is a logr sink that keeps every line.
@@ -63,9 +61,9 @@ func (l *logs) count(msg string) int {
 	return strings.Count(l.all(), `"msg"="`+msg+`"`)
 }
 
-func targets(t *testing.T, h http.HandlerFunc) []testserver.Server {
+func targets(t *testing.T, h http.HandlerFunc) []transporttest.Server {
 	t.Helper()
-	return testserver.Pair(t, h)
+	return transporttest.NewServers(t, h)
 }
 
 func do(t *testing.T, rt http.RoundTripper, method, u string, hdr http.Header) (int, error) {
@@ -161,7 +159,7 @@ func TestObserverSeesRequest(t *testing.T) {
 	}
 
 	require.NoError(t, send(http.MethodGet))
-	p.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
 	err := send(http.MethodPatch)
 	require.Error(t, err)
 
@@ -177,9 +175,9 @@ func TestObserverSeesRequest(t *testing.T) {
 
 // proxied returns a base transport that reaches the server through a fault
 // proxy, and the URL to use.
-func proxied(t *testing.T, h http.HandlerFunc) (string, *http.Transport, *faultproxy.Proxy) {
+func proxied(t *testing.T, h http.HandlerFunc) (string, *http.Transport, *transporttest.Proxy) {
 	t.Helper()
-	u, p := testserver.BehindProxy(t, h)
+	u, p := transporttest.BehindProxy(t, h)
 	base, err := transport.New()
 	require.NoError(t, err)
 	t.Cleanup(base.CloseIdleConnections)
@@ -197,7 +195,7 @@ func TestErrorOnReusedConnection(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 
 	// A PATCH that dies on the reused connection: net/http does not re-send it.
-	p.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
 	_, err = do(t, rt, http.MethodPatch, u+"/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/a", nil)
 	require.Error(t, err)
 	var pe *pooltrace.Error
@@ -255,7 +253,7 @@ func TestSilentResendIsLogged(t *testing.T) {
 
 	// The GET reaches the server, its answer is lost: net/http re-sends it on
 	// a new connection by itself.
-	p.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
 	status, err := do(t, rt, http.MethodGet, u+"/api/v1/namespaces/ns/pods/p", nil)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, status)
@@ -331,7 +329,7 @@ func TestNoSecretsInOutput(t *testing.T) {
 	hdr := http.Header{"Authorization": {"Bearer " + token}, "Cookie": {"session=" + cookie}}
 	_, err := do(t, rt, http.MethodGet, u+"/api?access_token="+query, hdr)
 	require.NoError(t, err)
-	p.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
 	_, err = do(t, rt, http.MethodPost, u+"/api?access_token="+query, hdr)
 	require.Error(t, err)
 	var pe *pooltrace.Error
@@ -419,7 +417,7 @@ func TestRejectsBadOptions(t *testing.T) {
 	} {
 		t.Run(tt.want, func(t *testing.T) {
 			assert.EqualError(t, pooltrace.Check(tt.give), tt.want)
-			contract.Refuses(t, context.Background(), pooltrace.New(tt.give), tt.want)
+			transporttest.TestConfigError(t, context.Background(), pooltrace.New(tt.give), tt.want)
 		})
 	}
 	assert.NoError(t, pooltrace.Check(pooltrace.WithVerbosity(0)))

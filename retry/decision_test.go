@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // decisions records what WithObserver reports, without the request and
@@ -69,7 +69,7 @@ func TestObserver(t *testing.T) {
 			_, err := f.do(context.Background(), http.MethodGet, "warm")
 			require.NoError(t, err)
 			assert.Empty(t, got.all, "a request that succeeds at once decides nothing")
-			f.proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+			f.proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
 			_, _ = f.do(context.Background(), tt.method, "x")
 			assert.Equal(t, tt.want, got.all)
 			assert.Equal(t, tt.want, also.all, "observers add up")

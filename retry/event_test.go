@@ -24,11 +24,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // holdServer is an HTTP/2 server behind a fault proxy. It answers a
@@ -36,7 +36,7 @@ import (
 // connection dies, telling the test on arrived, so that a test knows when
 // every request is in flight and can then reset the connection under them.
 type holdServer struct {
-	proxy   *faultproxy.Proxy
+	proxy   *transporttest.Proxy
 	url     string
 	base    *http.Transport
 	arrived chan string
@@ -54,7 +54,7 @@ func newHoldServer(t *testing.T) *holdServer {
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes TestTotalFailure resets
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	p, err := faultproxy.New(srv.Listener.Addr().String())
+	p, err := transporttest.NewProxy(srv.Listener.Addr().String())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	base, err := transport.New(transport.WithTLSConfig(srv.Client().Transport.(*http.Transport).TLSClientConfig))
@@ -298,7 +298,7 @@ func twoConnectionLosses(t *testing.T, chain func(transport.Middleware) transpor
 // floor.
 func TestTotalFailure(t *testing.T) {
 	s := newHoldServer(t)
-	s.proxy.SetFault(faultproxy.ResetBeforeForward)
+	s.proxy.SetFault(transporttest.ResetBeforeForward)
 	const (
 		ratio   = 0.2
 		floor   = 5.0
@@ -357,7 +357,7 @@ func TestNoLoadIsFree(t *testing.T) {
 	assert.Equal(t, 0, spent())
 
 	s := newHoldServer(t)
-	s.proxy.SetFault(faultproxy.ResetBeforeForward)
+	s.proxy.SetFault(transporttest.ResetBeforeForward)
 	r := s.send(mw(s.base), http.MethodGet, "x/0")
 	require.True(t, errors.As(r.err, &re), "%v", r.err)
 	assert.Equal(t, retry.ReasonBudget, re.Reason, "%v", r.err)

@@ -17,11 +17,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // TestFullJitterAnyRetry: a Backoff is a func of an int, and a caller may
@@ -63,7 +63,7 @@ func TestExemptionsAddUp(t *testing.T) {
 		return func(r *http.Request) bool { return r.URL.Path == p }
 	}
 	rt := retry.New(retry.WithBackoff(noWait), retry.WithExempt(byPath("/a")), retry.WithExempt(nil), retry.WithExempt(byPath("/b")))(cb)
-	u := testserver.RefusedURL(t)
+	u := transporttest.RefusedURL(t)
 	tests := []struct {
 		give string
 		want int32
@@ -103,7 +103,7 @@ func TestConfigErrorBelow(t *testing.T) {
 				pooltrace.New(pooltrace.WithObserver(func(pooltrace.Attempt) { attempted.Add(1) })),
 				tt.mw,
 			)(http.DefaultTransport)
-			req, err := http.NewRequestWithContext(tt.ctx, http.MethodGet, testserver.RefusedURL(t), nil)
+			req, err := http.NewRequestWithContext(tt.ctx, http.MethodGet, transporttest.RefusedURL(t), nil)
 			require.NoError(t, err)
 			resp, err := rt.RoundTrip(req)
 			require.Nil(t, resp)
@@ -145,7 +145,7 @@ func TestBodyErrorNotRetried(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	})
-	for _, srv := range testserver.Pair(t, h) {
+	for _, srv := range transporttest.NewServers(t, h) {
 		for _, cause := range causes {
 			t.Run(srv.Name+"/"+cause.Error(), func(t *testing.T) {
 				var bodies atomic.Int32
@@ -284,7 +284,7 @@ func TestStatusRetryCanceledInWait(t *testing.T) {
 // a failure of the reader comes back as a *retry.BodyError holding its
 // cause; and a body that neither fails nor ends early is sent whole.
 func FuzzBodyError(f *testing.F) {
-	srvs := testserver.Pair(f, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srvs := transporttest.NewServers(f, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	causes := []error{nil, io.ErrUnexpectedEOF, context.DeadlineExceeded, syscall.ECONNRESET, errors.New("disk on fire"), io.EOF}

@@ -17,10 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // TestWithResendable: the rule given decides which requests that may have
@@ -43,7 +42,7 @@ func TestWithResendable(t *testing.T) {
 			f := newFixture(t, retry.New(retry.WithBackoff(noWait), retry.WithResendable(rule)))
 			_, err := f.do(context.Background(), http.MethodGet, "warm")
 			require.NoError(t, err)
-			f.proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+			f.proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
 			req, err := http.NewRequest(tt.method, f.url+"/x?id=w", strings.NewReader("{}"))
 			require.NoError(t, err)
 			if tt.guarded {
@@ -85,7 +84,7 @@ func TestMaybeApplied(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var mu sync.Mutex
 			applied := 0
-			u, proxy := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u, proxy := transporttest.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				if r.Method != http.MethodPut {
 					return
@@ -113,7 +112,7 @@ func TestMaybeApplied(t *testing.T) {
 			require.NoError(t, resp.Body.Close())
 			assert.False(t, retry.MaybeApplied(resp), "a first copy's answer")
 
-			proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+			proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
 			req, err := http.NewRequest(http.MethodPut, u+"/x", strings.NewReader("{}"))
 			require.NoError(t, err)
 			resp, err = rt.RoundTrip(req)

@@ -21,17 +21,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 
-	"github.com/kubewire/kubewire/internal/contract"
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 func TestContract(t *testing.T) {
-	contract.Run(t, retry.New())
+	transporttest.TestMiddleware(t, retry.New())
 }
 
 // counter is a handler that counts executions by the id query parameter.
@@ -69,7 +68,7 @@ func (c *counter) executed(id string) int {
 // transport that reaches it.
 type fixture struct {
 	srv   *counter
-	proxy *faultproxy.Proxy
+	proxy *transporttest.Proxy
 	url   string
 	rt    http.RoundTripper
 }
@@ -77,7 +76,7 @@ type fixture struct {
 func newFixture(t *testing.T, mws ...transport.Middleware) *fixture {
 	t.Helper()
 	c := newCounter()
-	u, p := testserver.BehindProxy(t, c)
+	u, p := transporttest.BehindProxy(t, c)
 	base, err := transport.New()
 	require.NoError(t, err)
 	t.Cleanup(base.CloseIdleConnections)
@@ -112,12 +111,12 @@ func noWait(int) time.Duration { return 0 }
 func TestFaults(t *testing.T) {
 	faults := []struct {
 		name  string
-		fault faultproxy.Fault
+		fault transporttest.Fault
 	}{
-		{"reset before the request is read", faultproxy.ResetBeforeForward},
-		{"reset after the request is executed", faultproxy.ResetAfterResponse},
-		{"server closes the idle connection at reuse", faultproxy.CloseOnSend},
-		{"stall until the attempt's budget", faultproxy.Stall},
+		{"reset before the request is read", transporttest.ResetBeforeForward},
+		{"reset after the request is executed", transporttest.ResetAfterResponse},
+		{"server closes the idle connection at reuse", transporttest.CloseOnSend},
+		{"stall until the attempt's budget", transporttest.Stall},
 	}
 	requests := []struct {
 		name   string
@@ -171,7 +170,7 @@ func TestFaults(t *testing.T) {
 // TestFaultsNotIdempotentFail pins down the two faults where net/http
 // cannot save an unmarked PATCH: it fails, was sent once, and says why.
 func TestFaultsNotIdempotentFail(t *testing.T) {
-	for _, fault := range []faultproxy.Fault{faultproxy.ResetBeforeForward, faultproxy.ResetAfterResponse} {
+	for _, fault := range []transporttest.Fault{transporttest.ResetBeforeForward, transporttest.ResetAfterResponse} {
 		f := newFixture(t, retry.New(retry.WithBackoff(noWait)))
 		_, err := f.do(context.Background(), http.MethodGet, "warm")
 		require.NoError(t, err)
@@ -183,7 +182,7 @@ func TestFaultsNotIdempotentFail(t *testing.T) {
 		assert.Equal(t, retry.ReasonNotIdempotent, re.Reason)
 		assert.Equal(t, retry.MaybeSent, re.Class)
 		want := 0
-		if fault == faultproxy.ResetAfterResponse {
+		if fault == transporttest.ResetAfterResponse {
 			want = 1
 		}
 		assert.Equal(t, want, f.srv.executed("x"))
@@ -209,7 +208,7 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, retry.New(retry.WithBackoff(noWait)))
-			f.proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+			f.proxy.SetFaultOnce(transporttest.ResetAfterResponse)
 			req, err := http.NewRequest(http.MethodPost, f.url+"/x?id=key", strings.NewReader("{}"))
 			require.NoError(t, err)
 			for k, v := range tt.header {
@@ -475,12 +474,25 @@ func TestComposition(t *testing.T) {
 	})
 }
 
+// closeRecorder is a request body that records whether it was closed.
+type closeRecorder struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (b *closeRecorder) Close() error {
+	b.closed.Store(true)
+	return nil
+}
+
+func (b *closeRecorder) Closed() bool { return b.closed.Load() }
+
 func TestBodyNotRewindable(t *testing.T) {
 	base, err := transport.New()
 	require.NoError(t, err)
 	defer base.CloseIdleConnections()
 	rt := retry.New(retry.WithBackoff(noWait))(base)
-	body := contract.NewBody("{}")
+	body := &closeRecorder{Reader: strings.NewReader("{}")}
 	req, err := http.NewRequest(http.MethodPut, "http://127.0.0.1:1/", body)
 	require.NoError(t, err)
 	req.GetBody = nil
@@ -615,7 +627,7 @@ func TestInvalidOptions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
 			assert.EqualError(t, retry.Check(tt.give), tt.want)
-			contract.Refuses(t, context.Background(), retry.New(tt.give), tt.want)
+			transporttest.TestConfigError(t, context.Background(), retry.New(tt.give), tt.want)
 		})
 	}
 	assert.NoError(t, retry.Check())

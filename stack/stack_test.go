@@ -14,16 +14,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/internal/contract"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 func TestContract(t *testing.T) {
-	contract.Run(t, stack.New(30*time.Second))
+	transporttest.TestMiddleware(t, stack.New(30*time.Second))
 }
 
 // TestOrder walks the stack from the outside in.

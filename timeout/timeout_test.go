@@ -16,22 +16,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/internal/contract"
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 func TestContract(t *testing.T) {
 	// A timeout no request of the suite comes near: its concurrent case
 	// queues 32 requests, which on a loaded machine can wait past 2s.
-	contract.Run(t, timeout.New(30*time.Second))
+	transporttest.TestMiddleware(t, timeout.New(30*time.Second))
 }
 
 // servers starts h on HTTP/1.1 and on HTTP/2 (TLS).
-func servers(t *testing.T, h http.HandlerFunc) []testserver.Server {
+func servers(t *testing.T, h http.HandlerFunc) []transporttest.Server {
 	t.Helper()
-	return testserver.Pair(t, h)
+	return transporttest.NewServers(t, h)
 }
 
 // wait sleeps d or until the client goes away.
@@ -291,7 +290,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"zero per-call timeout", timeout.New(time.Second), timeout.ContextWithTimeout(context.Background(), 0), "timeout: the timeout of timeout.ContextWithTimeout must be positive, got 0s"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { contract.Refuses(t, tt.ctx, tt.give, tt.want) })
+		t.Run(tt.name, func(t *testing.T) { transporttest.TestConfigError(t, tt.ctx, tt.give, tt.want) })
 	}
 	assert.EqualError(t, timeout.Check(0), "timeout: the timeout of timeout.New must be positive, got 0s")
 	assert.NoError(t, timeout.Check(time.Second, timeout.WithStallTimeout(time.Minute)))
@@ -301,7 +300,7 @@ func TestUpgradeOutlivesTimeout(t *testing.T) {
 	base, err := transport.New()
 	require.NoError(t, err)
 	defer base.CloseIdleConnections()
-	rwc := contract.Upgrade(t, timeout.New(100*time.Millisecond)(base), contract.UpgradeServer(t))
+	rwc := transporttest.Upgrade(t, timeout.New(100*time.Millisecond)(base), transporttest.NewUpgradeServer(t))
 	defer rwc.Close()
 	time.Sleep(300 * time.Millisecond) // three timeouts: the upgraded stream must survive them
 	_, err = rwc.Write([]byte("ping\n"))

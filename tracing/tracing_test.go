@@ -19,13 +19,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
-	"github.com/kubewire/kubewire/internal/contract"
-	"github.com/kubewire/kubewire/internal/faultproxy"
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/tracing"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 func TestMain(m *testing.M) {
@@ -106,7 +104,7 @@ func get(t *testing.T, rt http.RoundTripper, ctx context.Context, u string) (int
 
 func TestContract(t *testing.T) {
 	tp, _ := recorder(t)
-	contract.Run(t, stack.New(30*time.Second, newTracer(t, tp).StackOptions()...))
+	transporttest.TestMiddleware(t, stack.New(30*time.Second, newTracer(t, tp).StackOptions()...))
 }
 
 // TestRetriedAttempt: the first attempt runs out of its timeout, the
@@ -117,7 +115,7 @@ func TestContract(t *testing.T) {
 func TestRetriedAttempt(t *testing.T) {
 	var calls atomic.Int32
 	var traceparent atomic.Value
-	for _, s := range testserver.Pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	for _, s := range transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1)%2 == 1 {
 			<-r.Context().Done()
 			return
@@ -205,7 +203,7 @@ func second2hex(s sdktrace.ReadOnlySpan) string {
 // reset before the answer is re-sent by net/http itself, within one
 // attempt, and the attempt says so.
 func TestConnectionStory(t *testing.T) {
-	u, p := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	u, p := transporttest.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
 	base, err := transport.New()
 	require.NoError(t, err)
 	t.Cleanup(base.CloseIdleConnections)
@@ -217,7 +215,7 @@ func TestConnectionStory(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	_, err = get(t, rt, context.Background(), u+"/idle")
 	require.NoError(t, err)
-	p.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
 	_, err = get(t, rt, context.Background(), u+"/reset")
 	require.NoError(t, err)
 
@@ -242,7 +240,7 @@ func TestConnectionStory(t *testing.T) {
 // TestStatusIsAnError: a 404 is an error on both spans, as the HTTP client
 // conventions say, with error.type the status.
 func TestStatusIsAnError(t *testing.T) {
-	for _, s := range testserver.Pair(t, http.NotFoundHandler()) {
+	for _, s := range transporttest.NewServers(t, http.NotFoundHandler()) {
 		t.Run(s.Name, func(t *testing.T) {
 			tp, rec := recorder(t)
 			rt := stack.New(5*time.Second, newTracer(t, tp).StackOptions()...)(s.Base)
@@ -265,7 +263,7 @@ func TestStatusIsAnError(t *testing.T) {
 // for more, as client-go's watch does. Its spans end then, without a
 // deadline error and without an error status.
 func TestWatchIsNoDeadlineError(t *testing.T) {
-	for _, s := range testserver.Pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	for _, s := range transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for {
 			if _, err := io.WriteString(w, `{"type":"BOOKMARK"}`+"\n"); err != nil {
 				return
@@ -330,7 +328,7 @@ func TestOutcomes(t *testing.T) {
 	}
 
 	t.Run("body cut after the headers", func(t *testing.T) {
-		u, _ := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, _ := transporttest.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "100")
 			_, _ = io.WriteString(w, "partial")
 			w.(http.Flusher).Flush()
@@ -356,7 +354,7 @@ func TestOutcomes(t *testing.T) {
 	t.Run("upgrade", func(t *testing.T) {
 		tp, rec := recorder(t)
 		rt := stack.New(5*time.Second, newTracer(t, tp).StackOptions()...)(base(t))
-		rwc := contract.Upgrade(t, rt, contract.UpgradeServer(t))
+		rwc := transporttest.Upgrade(t, rt, transporttest.NewUpgradeServer(t))
 		call, attempts := ended(t, rec)
 		require.Len(t, attempts, 1, "the spans end at the 101")
 		assert.Equal(t, int64(101), attrs(call)["http.response.status_code"].AsInt64())
@@ -372,7 +370,7 @@ func TestOutcomes(t *testing.T) {
 
 	t.Run("status retried", func(t *testing.T) {
 		var calls atomic.Int32
-		srv := testserver.Pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if calls.Add(1) == 1 {
 				http.Error(w, "busy", http.StatusServiceUnavailable)
 				return
@@ -394,7 +392,7 @@ func TestOutcomes(t *testing.T) {
 	})
 
 	t.Run("short request body", func(t *testing.T) {
-		srv := testserver.Pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))[0]
+		srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))[0]
 		tp, rec := recorder(t)
 		rt := stack.New(5*time.Second, newTracer(t, tp).StackOptions()...)(srv.Base)
 		req, err := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("short")))
@@ -410,14 +408,14 @@ func TestOutcomes(t *testing.T) {
 	})
 
 	t.Run("the call ends with its last attempt's error", func(t *testing.T) {
-		u, p := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-		p.SetFault(faultproxy.Stall)
+		u, p := transporttest.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		p.SetFault(transporttest.Stall)
 		tp, rec := recorder(t)
 		rt := stack.New(200*time.Millisecond, append(newTracer(t, tp).StackOptions(),
 			stack.WithRetryOptions(retry.WithBackoff(func(int) time.Duration {
 				// Between the attempts: the first timed out; the next
 				// connections are reset.
-				p.SetFault(faultproxy.ResetBeforeForward)
+				p.SetFault(transporttest.ResetBeforeForward)
 				return 0
 			})))...)(base(t))
 		_, err := get(t, rt, context.Background(), u)
@@ -436,7 +434,7 @@ func TestOutcomes(t *testing.T) {
 // both spans with error.type "canceled" and no error status.
 func TestCallerCancels(t *testing.T) {
 	release := make(chan struct{})
-	u, _ := testserver.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u, _ := transporttest.BehindProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "partial")
 		w.(http.Flusher).Flush()
 		select {
@@ -475,7 +473,7 @@ func TestCallerCancels(t *testing.T) {
 // the full URL is recorded only when asked, without credentials.
 func TestOptions(t *testing.T) {
 	var got atomic.Value
-	srv := testserver.Pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Store(r.Header.Clone())
 	}))[0]
 	tests := []struct {
@@ -525,7 +523,7 @@ func TestOptions(t *testing.T) {
 // request still carries the trace context, unsampled.
 func TestNotSampled(t *testing.T) {
 	var got atomic.Value
-	srv := testserver.Pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Store(r.Header.Get("Traceparent"))
 	}))[0]
 	tp, rec := recorder(t, sdktrace.WithSampler(sdktrace.NeverSample()))
@@ -565,6 +563,6 @@ func TestNewBadInput(t *testing.T) {
 	// panic.
 	var none *tracing.Tracer
 	want := "tracing: StackOptions of a nil or zero *Tracer: make it with tracing.New, and check its error"
-	contract.Refuses(t, context.Background(), stack.New(time.Second, none.StackOptions()...), want)
-	contract.Refuses(t, context.Background(), stack.New(time.Second, new(tracing.Tracer).StackOptions()...), want)
+	transporttest.TestConfigError(t, context.Background(), stack.New(time.Second, none.StackOptions()...), want)
+	transporttest.TestConfigError(t, context.Background(), stack.New(time.Second, new(tracing.Tracer).StackOptions()...), want)
 }

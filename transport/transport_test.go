@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 func TestMain(m *testing.M) {
@@ -161,7 +161,7 @@ func TestHTTP2HealthCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "https://"))
+			p, err := transporttest.NewProxy(strings.TrimPrefix(srv.URL, "https://"))
 			require.NoError(t, err)
 			defer p.Close()
 			tr, err := transport.New(
@@ -177,9 +177,9 @@ func TestHTTP2HealthCheck(t *testing.T) {
 
 			_, proto := reused(t, tr, u)
 			require.Equal(t, "HTTP/2.0", proto)
-			p.SetFault(faultproxy.Hold)
+			p.SetFault(transporttest.Hold)
 			conns.CheckHealthClose(t, 0, !tt.wantReused)
-			p.SetFault(faultproxy.None)
+			p.SetFault(transporttest.NoFault)
 			got, _ := reused(t, tr, u)
 			assert.Equal(t, tt.wantReused, got)
 		})

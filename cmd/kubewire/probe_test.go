@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kubewire/kubewire/internal/testserver"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // blackHole is an API server that stopped answering: a loopback listener
@@ -327,7 +327,7 @@ func TestProbeRedacts(t *testing.T) {
 		{
 			name: "password, connection refused",
 			cluster: func(t *testing.T) *clientcmdapi.Cluster {
-				return cluster(strings.Replace(testserver.RefusedURL(t), "://", "://user:"+password+"@", 1))
+				return cluster(strings.Replace(transporttest.RefusedURL(t), "://", "://user:"+password+"@", 1))
 			},
 			code: 1,
 			want: "http://user:***@127.0.0.1:",

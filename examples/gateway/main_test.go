@@ -28,10 +28,10 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/test/sandboxtest"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 var env *kubetest.Env
@@ -273,7 +273,7 @@ func TestGatewayMetrics(t *testing.T) {
 	// connection is reset first; a request that takes it before the client
 	// has noticed fails on it and is retried too.)
 	proxy.ResetAll()
-	proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+	proxy.SetFaultOnce(transporttest.ResetAfterResponse)
 	code, _ = c.do(http.MethodGet, "/v1/namespaces/default/sandboxes", "")
 	require.Equal(t, http.StatusOK, code)
 

@@ -20,8 +20,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/test/kubetest"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // TestRunKeepsCredentialsOut runs the gateway with a kubeconfig whose
@@ -108,7 +108,7 @@ func TestRunKeepsCredentialsOut(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, do(http.MethodGet, "http://"+addr+"/v1/namespaces/elsewhere/sandboxes", ""))
 
 	// Cut off: every connection to the API server is reset as it is used.
-	proxy.SetFault(faultproxy.ResetBeforeForward)
+	proxy.SetFault(transporttest.ResetBeforeForward)
 	proxy.ResetAll()
 	assert.Equal(t, http.StatusServiceUnavailable, do(http.MethodGet, base+"/alpha", ""))
 	assert.Equal(t, http.StatusServiceUnavailable, do(http.MethodPost, base+"/alpha/stop", ""))

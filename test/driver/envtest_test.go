@@ -24,11 +24,11 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/test/kubetest"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // observed reports whether the controller wrote conditions for the
@@ -251,7 +251,7 @@ func TestErrorKeepsChain(t *testing.T) {
 	cfg, proxy := kubetest.Proxied(t, r.Cfg)
 	// Below the stack, so that each attempt meets the fault.
 	cfg.Wrap(onRequest(http.MethodPatch, func(req *http.Request, rt http.RoundTripper) (*http.Response, error) {
-		proxy.SetFault(faultproxy.Hold)
+		proxy.SetFault(transporttest.Hold)
 		return rt.RoundTrip(req)
 	}))
 	var patches atomic.Int32
@@ -267,7 +267,7 @@ func TestErrorKeepsChain(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	// Release what is held before the proxy closes.
-	t.Cleanup(func() { proxy.SetFault(faultproxy.None) })
+	t.Cleanup(func() { proxy.SetFault(transporttest.NoFault) })
 	// The stop's reads open the connection its PATCH reuses.
 	_, err = d.Stop(ctx, r.NS, "held")
 	require.Error(t, err)

@@ -23,10 +23,10 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/test/kubetest"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // TestHTTP2Health: with per-client health-check timings, a connection whose
@@ -58,9 +58,9 @@ func TestHTTP2Health(t *testing.T) {
 			require.Equal(t, "HTTP/2.0", seen.last().Conn.Proto)
 			require.Equal(t, 1, conns.Dialed())
 
-			p.SetFault(faultproxy.Hold)
+			p.SetFault(transporttest.Hold)
 			conns.CheckHealthClose(t, 0, !tt.wantReused)
-			p.SetFault(faultproxy.None)
+			p.SetFault(transporttest.NoFault)
 			_, err = cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantReused, seen.last().Conn.Reused)

@@ -25,13 +25,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/internal/repro"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -269,11 +269,11 @@ func TestStalledResponse(t *testing.T) {
 	_, err = c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	require.NoError(t, err)
 
-	p.SetFault(faultproxy.Stall)
+	p.SetFault(transporttest.Stall)
 	start := time.Now()
 	_, err = c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "stalled"}}, metav1.CreateOptions{})
 	elapsed := time.Since(start)
-	p.SetFault(faultproxy.None)
+	p.SetFault(transporttest.NoFault)
 	require.Error(t, err)
 	var te *timeout.Error
 	require.True(t, errors.As(err, &te), "%T: %v", err, err)
@@ -319,14 +319,14 @@ func TestResetDuringWrites(t *testing.T) {
 	_, err = dyn.Resource(configMaps).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
 	require.NoError(t, err)
 
-	p.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
 	_, err = dyn.Resource(configMaps).Namespace(ns).Patch(retry.ContextWithIdempotent(ctx), "p", types.MergePatchType, []byte(`{"data":{"k":"v"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, 2, seen.count(http.MethodPatch), "retried once")
 
 	_, err = dyn.Resource(configMaps).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
 	require.NoError(t, err)
-	p.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "once"}}}
 	_, err = dyn.Resource(configMaps).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
 	require.Error(t, err)

@@ -18,10 +18,10 @@ import (
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/test/kubetest"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // write is one kind of write TestResendByPrecondition cuts: do sends it
@@ -143,7 +143,7 @@ func TestResendByPrecondition(t *testing.T) {
 	ns := namespace(t, cs)
 	n := resendWrites(t)
 	rng := rand.New(rand.NewPCG(uint64(n), 31))
-	phases := []faultproxy.Fault{faultproxy.ResetBeforeForward, faultproxy.CloseOnSend, faultproxy.ResetAfterResponse}
+	phases := []transporttest.Fault{transporttest.ResetBeforeForward, transporttest.CloseOnSend, transporttest.ResetAfterResponse}
 	for _, encoding := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
 		for _, w := range writes() {
 			t.Run(w.name+"/"+encoding, func(t *testing.T) {
@@ -166,12 +166,12 @@ func TestResendByPrecondition(t *testing.T) {
 					phase := phases[rng.IntN(len(phases))]
 					if i == 0 {
 						// At least one cut after the API server applied it.
-						phase = faultproxy.ResetAfterResponse
+						phase = transporttest.ResetAfterResponse
 					}
 					before := seen.count(w.method)
 					proxy.SetFaultExisting(phase, true)
 					err = w.do(ctx, cut, cm)
-					proxy.SetFault(faultproxy.None)
+					proxy.SetFault(transporttest.NoFault)
 					sent := seen.count(w.method) - before
 					if !w.safe {
 						assert.Equal(t, 1, sent, "%s, cut %d: sent once (%v)", name, phase, err)

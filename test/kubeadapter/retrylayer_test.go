@@ -21,12 +21,12 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/test/kubetest"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // retryMetric stands in for the rest_client_request_retries_total counter
@@ -92,7 +92,7 @@ func TestOneRetryLayer(t *testing.T) {
 		}
 		cs, err := kubernetes.NewForConfig(cfg)
 		require.NoError(t, err)
-		proxy.SetFault(faultproxy.ResetAfterResponse)
+		proxy.SetFault(transporttest.ResetAfterResponse)
 		before := proxy.Accepted()
 		_, err = cs.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{})
 		require.Error(t, err)
@@ -164,7 +164,7 @@ func TestRetriesOffLeavesClientGo(t *testing.T) {
 	require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithRetryOptions(retry.WithMaxAttempts(1))))
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	proxy.SetFault(faultproxy.ResetAfterResponse)
+	proxy.SetFault(transporttest.ResetAfterResponse)
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
 	before := proxy.Accepted()

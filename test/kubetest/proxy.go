@@ -8,20 +8,20 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // Proxied returns a copy of cfg pointed at a fault proxy in front of its
 // API server, and the proxy, which closes when tb ends. Its own dialer
 // keeps client-go from sharing a cached transport, and so a pool, with
 // other configs.
-func Proxied(tb testing.TB, cfg *rest.Config) (*rest.Config, *faultproxy.Proxy) {
+func Proxied(tb testing.TB, cfg *rest.Config) (*rest.Config, *transporttest.Proxy) {
 	tb.Helper()
 	u, err := url.Parse(cfg.Host)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p, err := faultproxy.New(u.Host)
+	p, err := transporttest.NewProxy(u.Host)
 	if err != nil {
 		tb.Fatal(err)
 	}

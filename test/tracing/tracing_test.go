@@ -24,11 +24,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/tracing"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // The per-attempt timeout of the tests, and the wait between attempts.
@@ -61,7 +61,7 @@ func seeded(t *testing.T) string {
 // stalledGET warms a connection of cfg's client, lets it sit idle, makes
 // the proxy stop answering on it, and GETs the seed again: the GET fails on
 // the reused connection and must go out again on a new one.
-func stalledGET(t *testing.T, cfg *rest.Config, p *faultproxy.Proxy, ns string, afterWarm func()) error {
+func stalledGET(t *testing.T, cfg *rest.Config, p *transporttest.Proxy, ns string, afterWarm func()) error {
 	t.Helper()
 	c, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func stalledGET(t *testing.T, cfg *rest.Config, p *faultproxy.Proxy, ns string, 
 	time.Sleep(idle)
 	// Existing connections stop answering; new ones pass. Holding the
 	// answer, not dropping bytes, keeps the TLS stream intact.
-	p.SetFaultExisting(faultproxy.Stall, false)
+	p.SetFaultExisting(transporttest.Stall, false)
 	_, err = c.CoreV1().ConfigMaps(ns).Get(context.Background(), "seed", metav1.GetOptions{})
 	return err
 }

@@ -20,9 +20,9 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/reconciler"
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
 	"github.com/kubewire/kubewire/test/kubetest"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // TestStartStuckIsRolledBack: a start the scheduler cannot place is
@@ -236,7 +236,7 @@ func TestLostSuspensionAnswer(t *testing.T) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if req.Method == http.MethodPatch && strings.Contains(req.URL.Path, "/sandboxes/") && patches.Add(1) == 1 {
-				proxy.SetFaultExisting(faultproxy.ResetAfterResponse, true)
+				proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
 			}
 			return rt.RoundTrip(req)
 		})

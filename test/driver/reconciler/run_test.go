@@ -27,8 +27,8 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/reconciler"
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // runReconciler runs rec until the test ends or stop is called.
@@ -479,7 +479,7 @@ func watchBreak(t *testing.T, cluster bool) {
 	names := admitted(t, r, r.Driver(t, nil), "sb", 3)
 	u, err := url.Parse(r.Cfg.Host)
 	require.NoError(t, err)
-	proxy, err := faultproxy.New(u.Host)
+	proxy, err := transporttest.NewProxy(u.Host)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proxy.Close() })
 	_, port, _ := net.SplitHostPort(proxy.Addr())
@@ -496,14 +496,14 @@ func watchBreak(t *testing.T, cluster bool) {
 	counter.Reset()
 	counter.Applied()
 
-	proxy.SetFault(faultproxy.ResetBeforeForward)
+	proxy.SetFault(transporttest.ResetBeforeForward)
 	proxy.ResetAll()
 	require.NoError(t, r.CS.NetworkingV1().NetworkPolicies(r.NS).Delete(context.Background(), drivertest.FenceName, metav1.DeleteOptions{}))
 	// The cache still shows the fence as it was, which suspends nothing;
 	// no write could pass the proxy anyway. TestStaleFenceCacheReadAgain
 	// is the test of a stale cache.
 
-	proxy.SetFault(faultproxy.None)
+	proxy.SetFault(transporttest.NoFault)
 	waitFor(t, plain, r.NS, names, "suspended", suspended)
 	counter.Settled(t)
 	// Applied, not sent: the sandbox cache may list again after the fence
@@ -557,7 +557,7 @@ func relist(t *testing.T, cluster bool) {
 	cfg, namespaces := scaleRig(t, gw, n, perNamespace)
 	u, err := url.Parse(cfg.Host)
 	require.NoError(t, err)
-	proxy, err := faultproxy.New(u.Host)
+	proxy, err := transporttest.NewProxy(u.Host)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proxy.Close() })
 	_, port, _ := net.SplitHostPort(proxy.Addr())

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/kubewire/kubewire/internal/contract"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -84,7 +84,7 @@ func TestAuditID(t *testing.T) {
 }
 
 func TestStampContract(t *testing.T) {
-	contract.Run(t, Stamp)
+	transporttest.TestMiddleware(t, Stamp)
 }
 
 // TestStamp: requests of an operation carry its Audit-ID, marked when the

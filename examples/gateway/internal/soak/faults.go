@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // The faults a soak mixes, by the names its flags and report use.
@@ -62,7 +62,7 @@ func plan(seed int64, d time.Duration, rates map[string]float64, restart bool) [
 // injector applies a plan to the proxy and the API server, and records
 // the windows in which each fault acted.
 type injector struct {
-	proxy   *faultproxy.Proxy
+	proxy   *transporttest.Proxy
 	restart func() error
 	// quiet stops the workload while it is held, so that connections go
 	// idle for the load balancer to drop.
@@ -78,7 +78,7 @@ type injector struct {
 	errs    []error
 }
 
-func newInjector(p *faultproxy.Proxy, restart func() error, quiet *sync.RWMutex, lbIdle, stallFor, settle time.Duration) *injector {
+func newInjector(p *transporttest.Proxy, restart func() error, quiet *sync.RWMutex, lbIdle, stallFor, settle time.Duration) *injector {
 	in := &injector{proxy: p, restart: restart, quiet: quiet, lbIdle: lbIdle, stallFor: stallFor, settle: settle, armed: map[string]int{}, acted: map[string]int{}}
 	p.SetObserver(in.observe)
 	p.SetIdleDrop(lbIdle)
@@ -87,16 +87,16 @@ func newInjector(p *faultproxy.Proxy, restart func() error, quiet *sync.RWMutex,
 
 // proxyFaults names the faults the proxy reports; it reports stalls too,
 // which the injector records itself.
-var proxyFaults = map[faultproxy.Fault]string{
-	faultproxy.ResetBeforeForward: FaultResetBefore,
-	faultproxy.ResetAfterResponse: FaultResetAfter,
-	faultproxy.CloseOnSend:        FaultCloseOnReuse,
-	faultproxy.IdleDrop:           FaultIdleDrop,
-	faultproxy.BlackHole:          FaultBlackHole,
+var proxyFaults = map[transporttest.Fault]string{
+	transporttest.ResetBeforeForward: FaultResetBefore,
+	transporttest.ResetAfterResponse: FaultResetAfter,
+	transporttest.CloseOnSend:        FaultCloseOnReuse,
+	transporttest.IdleDrop:           FaultIdleDrop,
+	transporttest.BlackHole:          FaultBlackHole,
 }
 
 // observe records a fault the proxy applied.
-func (in *injector) observe(f faultproxy.Fault) {
+func (in *injector) observe(f transporttest.Fault) {
 	name := proxyFaults[f]
 	if name == "" {
 		return
@@ -106,7 +106,7 @@ func (in *injector) observe(f faultproxy.Fault) {
 	defer in.mu.Unlock()
 	in.acted[name]++
 	to := now.Add(in.settle)
-	if f == faultproxy.BlackHole {
+	if f == transporttest.BlackHole {
 		// Until the client gives up on the dead connection: the next
 		// accepted one closes the window (see recovered).
 		to = now.Add(time.Hour)
@@ -134,11 +134,11 @@ func (in *injector) apply(ctx context.Context, name string) {
 	in.mu.Unlock()
 	switch name {
 	case FaultResetBefore:
-		in.proxy.SetFaultOnce(faultproxy.ResetBeforeForward)
+		in.proxy.SetFaultOnce(transporttest.ResetBeforeForward)
 	case FaultResetAfter:
-		in.proxy.SetFaultOnce(faultproxy.ResetAfterResponse)
+		in.proxy.SetFaultOnce(transporttest.ResetAfterResponse)
 	case FaultCloseOnReuse:
-		in.proxy.SetFaultExisting(faultproxy.CloseOnSend, true)
+		in.proxy.SetFaultExisting(transporttest.CloseOnSend, true)
 	case FaultIdleDrop:
 		// A quiet spell: the load balancer's idle time passes with nothing
 		// in flight, and the next request on an idle flow is reset.
@@ -147,13 +147,13 @@ func (in *injector) apply(ctx context.Context, name string) {
 		in.quiet.Unlock()
 	case FaultStall:
 		from := time.Now()
-		in.proxy.SetFault(faultproxy.Stall)
+		in.proxy.SetFault(transporttest.Stall)
 		sleep(ctx, in.stallFor)
-		in.proxy.SetFault(faultproxy.None)
+		in.proxy.SetFault(transporttest.NoFault)
 		in.window(FaultStall, from, time.Now().Add(in.settle))
 	case FaultBlackHole:
 		accepted := in.proxy.Accepted()
-		in.proxy.SetFaultExisting(faultproxy.BlackHole, false)
+		in.proxy.SetFaultExisting(transporttest.BlackHole, false)
 		go in.recovered(ctx, accepted)
 	case FaultRestart:
 		from := time.Now()
@@ -200,7 +200,7 @@ func (in *injector) window(name string, from, to time.Time) {
 
 // stop clears every fault and closes open windows.
 func (in *injector) stop() {
-	in.proxy.SetFault(faultproxy.None)
+	in.proxy.SetFault(transporttest.NoFault)
 	in.proxy.SetIdleDrop(0)
 	in.proxy.SetObserver(nil)
 	now := time.Now()

@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
 	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/test/sandboxtest"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // Config is a soak run.
@@ -191,7 +191,7 @@ type soakRun struct {
 	ns    string
 	// gwcfg reaches the API server through proxy, as the gateway's user.
 	gwcfg *rest.Config
-	proxy *faultproxy.Proxy
+	proxy *transporttest.Proxy
 
 	rep *Report
 

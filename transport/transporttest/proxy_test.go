@@ -1,4 +1,4 @@
-package faultproxy_test
+package transporttest_test
 
 import (
 	"bufio"
@@ -18,23 +18,20 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/kubewire/kubewire/internal/faultproxy"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // rig is a server that counts the requests it executed, behind a proxy,
 // with a client of its own whose faults are recorded.
 type rig struct {
-	proxy    *faultproxy.Proxy
+	proxy    *transporttest.Proxy
 	url      string
 	client   *http.Client
 	executed atomic.Int32
 
 	mu    sync.Mutex
-	fired []faultproxy.Fault
+	fired []transporttest.Fault
 }
 
 func newRig(t *testing.T) *rig {
@@ -46,10 +43,10 @@ func newRig(t *testing.T) *rig {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(srv.Close)
-	p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "http://"))
+	p, err := transporttest.NewProxy(strings.TrimPrefix(srv.URL, "http://"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	p.SetObserver(func(f faultproxy.Fault) {
+	p.SetObserver(func(f transporttest.Fault) {
 		r.mu.Lock()
 		r.fired = append(r.fired, f)
 		r.mu.Unlock()
@@ -75,10 +72,10 @@ func (r *rig) post(ctx context.Context) error {
 	return err
 }
 
-func (r *rig) observed() []faultproxy.Fault {
+func (r *rig) observed() []transporttest.Fault {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]faultproxy.Fault(nil), r.fired...)
+	return append([]transporttest.Fault(nil), r.fired...)
 }
 
 func TestAddrIsLoopback(t *testing.T) {
@@ -91,12 +88,12 @@ func TestAddrIsLoopback(t *testing.T) {
 // that request or not as the fault says.
 func TestFaultOnReuse(t *testing.T) {
 	tests := []struct {
-		give         faultproxy.Fault
+		give         transporttest.Fault
 		wantExecuted int32
 	}{
-		{faultproxy.ResetBeforeForward, 1},
-		{faultproxy.ResetAfterResponse, 2},
-		{faultproxy.CloseOnSend, 1},
+		{transporttest.ResetBeforeForward, 1},
+		{transporttest.ResetAfterResponse, 2},
+		{transporttest.CloseOnSend, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.give.String(), func(t *testing.T) {
@@ -106,7 +103,7 @@ func TestFaultOnReuse(t *testing.T) {
 			err := r.post(context.Background())
 			require.Error(t, err)
 			assert.Equal(t, tt.wantExecuted, r.executed.Load())
-			assert.Equal(t, []faultproxy.Fault{tt.give}, r.observed())
+			assert.Equal(t, []transporttest.Fault{tt.give}, r.observed())
 			require.NoError(t, r.post(context.Background()), "the fault fired once and cleared")
 			assert.Equal(t, 2, r.proxy.Accepted())
 		})
@@ -119,7 +116,7 @@ func TestFaultOnReuse(t *testing.T) {
 func TestBlackHole(t *testing.T) {
 	r := newRig(t)
 	require.NoError(t, r.post(context.Background()))
-	r.proxy.SetFaultExisting(faultproxy.BlackHole, false)
+	r.proxy.SetFaultExisting(transporttest.BlackHole, false)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -128,9 +125,9 @@ func TestBlackHole(t *testing.T) {
 	assert.Equal(t, int32(1), r.executed.Load(), "the request never reached the server")
 	// The proxy's goroutine reports the fault; on a loaded machine it may
 	// not have run yet when the client gives up.
-	assert.Eventually(t, func() bool { return slices.Equal([]faultproxy.Fault{faultproxy.BlackHole}, r.observed()) }, 10*time.Second, 5*time.Millisecond, "observed %v", r.observed())
+	assert.Eventually(t, func() bool { return slices.Equal([]transporttest.Fault{transporttest.BlackHole}, r.observed()) }, 10*time.Second, 5*time.Millisecond, "observed %v", r.observed())
 
-	r.proxy.SetFault(faultproxy.None)
+	r.proxy.SetFault(transporttest.NoFault)
 	require.NoError(t, r.post(context.Background()))
 	assert.Equal(t, int32(2), r.executed.Load())
 	assert.Equal(t, 2, r.proxy.Accepted(), "the client gave up on the dead connection and dialed a new one")
@@ -159,12 +156,12 @@ func TestBlackHoleStaysDead(t *testing.T) {
 		return err
 	}
 	require.NoError(t, send(30*time.Second))
-	r.proxy.SetFaultExisting(faultproxy.BlackHole, false)
+	r.proxy.SetFaultExisting(transporttest.BlackHole, false)
 	require.ErrorIs(t, send(200*time.Millisecond), os.ErrDeadlineExceeded)
-	r.proxy.SetFault(faultproxy.None)
+	r.proxy.SetFault(transporttest.NoFault)
 	require.ErrorIs(t, send(200*time.Millisecond), os.ErrDeadlineExceeded, "still dead after the fault cleared")
 	assert.Equal(t, int32(1), r.executed.Load())
-	assert.Equal(t, []faultproxy.Fault{faultproxy.BlackHole}, r.observed(), "reported once per connection")
+	assert.Equal(t, []transporttest.Fault{transporttest.BlackHole}, r.observed(), "reported once per connection")
 }
 
 // TestIdleDrop: a request sent on a connection idle past the drop time is
@@ -182,7 +179,7 @@ func TestIdleDrop(t *testing.T) {
 		reset = reset || strings.Contains(e.Error(), "connection reset")
 	}
 	assert.True(t, reset, "%v", err)
-	assert.Equal(t, []faultproxy.Fault{faultproxy.IdleDrop}, r.observed())
+	assert.Equal(t, []transporttest.Fault{transporttest.IdleDrop}, r.observed())
 	assert.Equal(t, int32(2), r.executed.Load())
 }
 
@@ -190,7 +187,7 @@ func TestIdleDrop(t *testing.T) {
 // arrives whole.
 func TestStall(t *testing.T) {
 	r := newRig(t)
-	r.proxy.SetFault(faultproxy.Stall)
+	r.proxy.SetFault(transporttest.Stall)
 	done := make(chan error, 1)
 	go func() { done <- r.post(context.Background()) }()
 	require.Eventually(t, func() bool { return len(r.observed()) == 1 }, 10*time.Second, 5*time.Millisecond)
@@ -200,12 +197,12 @@ func TestStall(t *testing.T) {
 	default:
 	}
 	assert.Equal(t, int32(1), r.executed.Load(), "the request was forwarded")
-	r.proxy.SetFault(faultproxy.None)
+	r.proxy.SetFault(transporttest.NoFault)
 	require.NoError(t, <-done)
-	assert.Equal(t, []faultproxy.Fault{faultproxy.Stall}, r.observed())
+	assert.Equal(t, []transporttest.Fault{transporttest.Stall}, r.observed())
 }
 
 func TestFaultString(t *testing.T) {
-	assert.Equal(t, "black-hole", faultproxy.BlackHole.String())
-	assert.Equal(t, "Fault(99)", faultproxy.Fault(99).String())
+	assert.Equal(t, "black-hole", transporttest.BlackHole.String())
+	assert.Equal(t, "Fault(99)", transporttest.Fault(99).String())
 }

@@ -1,13 +1,4 @@
-// Package faultproxy is a loopback TCP proxy that injects connection faults
-// between a client and a server. The tests use it for every fault below
-// HTTP; the shipped `kubewire probe` uses it in its built-in local server,
-// where [Proxy.SetIdleDrop] stands in for a load balancer that drops idle
-// connections. It works below TLS and HTTP, so the same faults apply to
-// HTTP/1.1 and HTTP/2.
-//
-// A [Proxy] listens on 127.0.0.1 only, and its methods are safe for
-// concurrent use: a test changes the fault while connections run.
-package faultproxy
+package transporttest
 
 import (
 	"errors"
@@ -19,12 +10,12 @@ import (
 	"time"
 )
 
-// Fault is what the proxy does to the connections it applies to.
+// Fault is what a [Proxy] does to the connections it applies to.
 type Fault int
 
 const (
-	// None forwards bytes unchanged.
-	None Fault = iota
+	// NoFault forwards bytes unchanged.
+	NoFault Fault = iota
 	// ResetBeforeForward resets the client connection when the client sends
 	// data, without forwarding it: the server never sees the request.
 	ResetBeforeForward
@@ -58,13 +49,13 @@ const (
 	BlackHole
 	// IdleDrop is reported to the observer (see [Proxy.SetObserver]) when
 	// [Proxy.SetIdleDrop] resets a connection; as an argument of SetFault it
-	// acts like None.
+	// acts like NoFault.
 	IdleDrop
 )
 
 func (f Fault) String() string {
 	switch f {
-	case None:
+	case NoFault:
 		return "none"
 	case ResetBeforeForward:
 		return "reset-before-forward"
@@ -84,8 +75,12 @@ func (f Fault) String() string {
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
 
-// Proxy forwards connections from its loopback address to a target. It is
-// safe for concurrent use.
+// Proxy is a loopback TCP proxy that injects connection faults between a
+// client and a server. It works below TLS and HTTP, so the same faults
+// apply to HTTP/1.1 and HTTP/2. It listens on 127.0.0.1 only, and its
+// methods are safe for concurrent use: a test changes the fault while
+// connections run. Make one with [NewProxy] or [BehindProxy]; the zero
+// value is not usable.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -106,8 +101,9 @@ type Proxy struct {
 	wg       sync.WaitGroup
 }
 
-// New starts a proxy on 127.0.0.1 that forwards to target (host:port).
-func New(target string) (*Proxy, error) {
+// NewProxy starts a proxy on 127.0.0.1 that forwards to target
+// (host:port). The caller closes it.
+func NewProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -236,12 +232,12 @@ func (p *Proxy) accept() {
 func (p *Proxy) faultFor(seq uint64, consume bool) Fault {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.fault == None || (p.scope != 0 && seq >= p.scope) {
-		return None
+	if p.fault == NoFault || (p.scope != 0 && seq >= p.scope) {
+		return NoFault
 	}
 	f := p.fault
 	if consume && p.once {
-		p.fault = None
+		p.fault = NoFault
 	}
 	return f
 }

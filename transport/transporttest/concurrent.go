@@ -1,21 +1,19 @@
-package contract
+package transporttest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-
 	"github.com/kubewire/kubewire/internal/roundtrip"
-	"github.com/kubewire/kubewire/internal/testserver"
-	"github.com/kubewire/kubewire/transport"
 )
 
 // The concurrent case: goroutines share one RoundTripper, each sending
@@ -46,7 +44,7 @@ type call struct {
 	method  string
 	mode    mode
 	payload string // what body reads
-	body    *Body  // nil for GET
+	body    *body  // nil for GET
 }
 
 func newCall(id int) *call {
@@ -54,7 +52,7 @@ func newCall(id int) *call {
 	if id%2 == 1 {
 		c.method = http.MethodPost
 		c.payload = fmt.Sprintf("body of %d", id)
-		c.body = NewBody(c.payload)
+		c.body = newBody(c.payload)
 	}
 	return c
 }
@@ -122,10 +120,10 @@ func (s *echo) wait(r *http.Request) {
 // concurrent sends requests of every mode from many goroutines through one
 // RoundTripper and checks each response or error on its own, then that every
 // body, request and response, was closed.
-func concurrent(t *testing.T, mw transport.Middleware) {
+func concurrent(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 	s := &echo{stop: make(chan struct{})}
-	servers := testserver.Pair(t, s)
-	// Registered after Pair, so it runs before the servers wait for their
+	servers := NewServers(t, s)
+	// Registered after NewServers, so it runs before the servers wait for their
 	// handlers.
 	t.Cleanup(func() { close(s.stop) })
 	for _, srv := range servers {
@@ -158,25 +156,29 @@ func concurrent(t *testing.T, mw transport.Middleware) {
 			}
 
 			// net/http may close a request body after RoundTrip returns.
-			assert.EventuallyWithT(t, func(ct *assert.CollectT) {
-				var open []int
+			var open []int
+			if !eventually(func() bool {
+				open = open[:0]
 				for _, c := range calls {
 					if c.body != nil && !c.body.Closed() {
 						open = append(open, c.id)
 					}
 				}
-				assert.Empty(ct, open, "requests whose bodies are not closed")
-			}, patience, time.Millisecond)
-			assert.EventuallyWithT(t, func(ct *assert.CollectT) {
-				assert.Empty(ct, base.open(), "requests whose response bodies from the pool are not closed")
-			}, patience, time.Millisecond)
+				return len(open) == 0
+			}) {
+				t.Errorf("requests whose bodies are not closed: %v", open)
+			}
+			var unclosed []string
+			if !eventually(func() bool { unclosed = base.open(); return len(unclosed) == 0 }) {
+				t.Errorf("requests whose response bodies from the pool are not closed: %v", unclosed)
+			}
 		})
 	}
 }
 
 // run sends c through rt and checks what comes back. It runs on a goroutine
-// of its own, so it asserts and returns rather than require.
-func (c *call) run(ctx context.Context, t *testing.T, rt http.RoundTripper, srv testserver.Server, s *echo) {
+// of its own, so it reports with t.Errorf and returns, never t.Fatal.
+func (c *call) run(ctx context.Context, t *testing.T, rt http.RoundTripper, srv Server, s *echo) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	u := fmt.Sprintf("%s/things/%d?id=%d&mode=%s&status=%d", srv.URL, c.id, c.id, c.mode, c.status())
@@ -185,7 +187,8 @@ func (c *call) run(ctx context.Context, t *testing.T, rt http.RoundTripper, srv 
 		body = c.body
 	}
 	req, err := http.NewRequestWithContext(ctx, c.method, u, body)
-	if !assert.NoError(t, err) {
+	if err != nil {
+		t.Error(err)
 		return
 	}
 	req.Header.Set("X-Contract-Id", strconv.Itoa(c.id))
@@ -212,11 +215,17 @@ func (c *call) run(ctx context.Context, t *testing.T, rt http.RoundTripper, srv 
 		resp, err = rt.RoundTrip(req)
 	}
 
-	assert.Equal(t, c.method, req.Method, "%s: method changed", what)
-	assert.Equal(t, u, req.URL.String(), "%s: URL changed", what)
-	assert.Equal(t, wantHeader, req.Header, "%s: headers changed", what)
-	if c.body != nil {
-		assert.Same(t, c.body, req.Body, "%s: body replaced", what)
+	if req.Method != c.method {
+		t.Errorf("%s: method changed to %q", what, req.Method)
+	}
+	if got := req.URL.String(); got != u {
+		t.Errorf("%s: URL changed to %q", what, got)
+	}
+	if !reflect.DeepEqual(req.Header, wantHeader) {
+		t.Errorf("%s: headers changed to %v, were %v", what, req.Header, wantHeader)
+	}
+	if c.body != nil && req.Body != io.ReadCloser(c.body) {
+		t.Errorf("%s: body replaced by a %T", what, req.Body)
 	}
 	switch {
 	case err != nil && resp != nil:
@@ -225,7 +234,9 @@ func (c *call) run(ctx context.Context, t *testing.T, rt http.RoundTripper, srv 
 		return
 	case err != nil:
 		if c.mode == modeCancelHeader {
-			assert.ErrorIs(t, err, context.Canceled, "%s", what)
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%s: %v, not context.Canceled", what, err)
+			}
 		} else {
 			t.Errorf("%s: %v", what, err)
 		}
@@ -234,37 +245,58 @@ func (c *call) run(ctx context.Context, t *testing.T, rt http.RoundTripper, srv 
 		t.Errorf("%s: neither a response nor an error", what)
 		return
 	}
-	defer func() { assert.NoError(t, resp.Body.Close(), "%s: closing the response body", what) }()
+	defer func() {
+		if err := resp.Body.Close(); err != nil {
+			t.Errorf("%s: closing the response body: %v", what, err)
+		}
+	}()
 	if c.mode == modeCancelHeader {
 		t.Errorf("%s: a response (%d) to a request cancelled before the server answered", what, resp.StatusCode)
 		return
 	}
-	assert.Equal(t, protoMajor(srv), resp.ProtoMajor, "%s", what)
-	assert.Equal(t, strconv.Itoa(c.id), resp.Header.Get("X-Contract-Id"), "%s: another request's response", what)
+	if resp.ProtoMajor != protoMajor(srv) {
+		t.Errorf("%s: a response over HTTP/%d from the %s server", what, resp.ProtoMajor, srv.Name)
+	}
+	if got := resp.Header.Get("X-Contract-Id"); got != strconv.Itoa(c.id) {
+		t.Errorf("%s: the response to request %s", what, got)
+	}
 	want := http.StatusOK
 	if c.mode == modeStatus {
 		want = c.status()
 	}
-	assert.Equal(t, want, resp.StatusCode, "%s", what)
+	if resp.StatusCode != want {
+		t.Errorf("%s: status %d, want %d", what, resp.StatusCode, want)
+	}
 
 	line := c.line()
 	switch c.mode {
 	case modeOK, modeStatus:
 		b, err := io.ReadAll(resp.Body)
-		assert.NoError(t, err, "%s", what)
-		assert.Equal(t, line, string(b), "%s: body", what)
+		if err != nil {
+			t.Errorf("%s: reading the body: %v", what, err)
+		}
+		if string(b) != line {
+			t.Errorf("%s: body %q, want %q", what, b, line)
+		}
 	case modeCancelBody, modePartial:
 		first := make([]byte, len(line))
-		_, err := io.ReadFull(resp.Body, first)
-		assert.NoError(t, err, "%s", what)
-		assert.Equal(t, line, string(first), "%s: first line of the body", what)
+		if _, err := io.ReadFull(resp.Body, first); err != nil {
+			t.Errorf("%s: reading the first line of the body: %v", what, err)
+		}
+		if string(first) != line {
+			t.Errorf("%s: first line of the body %q, want %q", what, first, line)
+		}
 		if c.mode == modePartial {
 			return
 		}
 		cancel()
 		rest, err := io.ReadAll(resp.Body)
-		assert.ErrorIs(t, err, context.Canceled, "%s: reading on after the cancel", what)
-		assert.Empty(t, rest, "%s: the server sent one line only", what)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: reading on after the cancel: %v, not context.Canceled", what, err)
+		}
+		if len(rest) != 0 {
+			t.Errorf("%s: %q after the cancel; the server sent one line only", what, rest)
+		}
 	}
 }
 
