@@ -5,10 +5,10 @@ go 1.26.0
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/kubeadapter v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/metrics v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/tracing v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire v0.1.0
+	github.com/kubewire/kubewire/kubeadapter v0.1.0
+	github.com/kubewire/kubewire/metrics v0.1.0
+	github.com/kubewire/kubewire/tracing v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/httptrace/otelhttptrace v0.72.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0

@@ -5,7 +5,7 @@
 # changes included), in a file:// module proxy; then users' scratch modules,
 # outside the repository with no replace and no workspace, go get it:
 #
-#   t  each tagged go.mod and go.sum is what go mod tidy makes of it
+#   t  each published go.mod and go.sum is what go mod tidy makes of it
 #   a  the root, importing timeout: no k8s.io, sigs.k8s.io, Prometheus or OpenTelemetry module
 #   b  kubeadapter beside client-go v0.34.0: builds, raises no module
 #   c  the driver: every module at the version its go.mod states, and its
@@ -14,13 +14,12 @@
 #   d  go install .../cmd/kubewire@candidate, and `kubewire probe -h`
 #   e  every published module in one module: all their packages build
 #
-# It fails on a go.mod in neither list of modules.txt, a replace left in a
-# published go.mod (other than of a published sibling, by its directory), a
+# It fails on a go.mod in neither list of modules.txt, a replace in a
+# published go.mod other than of a published sibling by its directory, a
 # published module requiring an unpublished one of this repository, and an
-# import of another module's internal package.
+# import of another module's internal package, test files' included.
 #
-#   hack/release-check.sh [-v] [-keep] [-only tabcde]
-#   hack/release-check.sh -tags v0.2.0   the tags of a cut release, before the push
+#   hack/release-check.sh [-only tabcde]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root/hack/release"
@@ -33,4 +32,4 @@ GOFLAGS=-mod=readonly go vet ./...
 GOFLAGS=-mod=readonly go test -count=1 ./...
 GOFLAGS=-mod=readonly go build -buildvcs=false -o "${TMPDIR:-/tmp}/kubewire-release.$$" .
 trap 'rm -f "${TMPDIR:-/tmp}/kubewire-release.$$"' EXIT
-"${TMPDIR:-/tmp}/kubewire-release.$$" -C "$root" check "$@"
+cd "$root" && "${TMPDIR:-/tmp}/kubewire-release.$$" check "$@"

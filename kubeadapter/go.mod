@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/go-logr/logr v1.4.2
-	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire v0.1.0
 	github.com/stretchr/testify v1.10.0
 	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.34.0

@@ -3,7 +3,7 @@ module github.com/kubewire/kubewire/metrics
 go 1.26.0
 
 require (
-	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/stretchr/testify v1.11.1
 	go.uber.org/goleak v1.3.0

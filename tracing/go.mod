@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/kubewire/kubewire => ..
 
 require (
-	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire v0.1.0
 	github.com/stretchr/testify v1.10.0
 	go.opentelemetry.io/otel v1.22.0
 	go.opentelemetry.io/otel/sdk v1.22.0

@@ -3,8 +3,8 @@ module github.com/kubewire/kubewire/cmd/kubewire
 go 1.26.0
 
 require (
-	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/kubeadapter v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire v0.1.0
+	github.com/kubewire/kubewire/kubeadapter v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	k8s.io/apimachinery v0.37.2

@@ -4,12 +4,12 @@ go 1.26.0
 
 require (
 	github.com/go-logr/logr v1.4.4
-	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/driver v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/kubeadapter v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/metrics v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/test/kubetest v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/test/sandboxtest v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire v0.1.0
+	github.com/kubewire/kubewire/driver v0.1.0
+	github.com/kubewire/kubewire/kubeadapter v0.1.0
+	github.com/kubewire/kubewire/metrics v0.1.0
+	github.com/kubewire/kubewire/test/kubetest v0.1.0
+	github.com/kubewire/kubewire/test/sandboxtest v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0

@@ -1,71 +1,92 @@
 package main
 
 import (
+	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// gitRepo commits files to a new repository and returns its directory.
-func gitRepo(t *testing.T, files map[string]string) string {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("needs git")
-	}
-	for k, v := range map[string]string{
-		"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-		"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-		"GIT_CONFIG_GLOBAL": os.DevNull, "GIT_CONFIG_NOSYSTEM": "1",
-	} {
+// newRepo commits, in a new git repository on main, the root module and sub,
+// an install module, under changelog.
+func newRepo(t *testing.T, changelog string) string {
+	for _, kv := range []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x", "GIT_CONFIG_GLOBAL=" + os.DevNull} {
+		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	dir := writeTree(t, files)
-	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-qm", "init"}} {
-		if _, err := git(dir, args...); err != nil {
-			t.Fatal(err)
-		}
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		modulesFile: "published .\npublished sub install\n", "CHANGELOG.md": changelog, "LICENSE": "l\n",
+		"go.mod": "module " + repoPath + "\n\ngo 1.26.0\n", "kubewire.go": "package kubewire\n",
+		"sub/sub.go": "package sub\n\nimport _ \"" + repoPath + "\"\n",
+		"sub/go.mod": "module " + repoPath + "/sub\n\ngo 1.26.0\n\nrequire " + repoPath + " v0.1.0\n\nreplace " + repoPath + " => ../\n",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
+		os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644)
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-qm", "init"}} {
+		gitT(t, dir, args...)
 	}
 	return dir
 }
 
-func TestCut(t *testing.T) {
-	files := map[string]string{"CHANGELOG.md": "# Changelog\n\n## v1.2.3\n"}
-	for k, v := range testTree {
-		files[k] = v
-	}
-	repo := gitRepo(t, files)
-	head, _ := git(repo, "rev-parse", "HEAD")
-
-	if err := runCut(repo, []string{"v1.2.4"}); err == nil || !strings.Contains(err.Error(), "no heading `## v1.2.4`") {
-		t.Errorf("cut v1.2.4 without a CHANGELOG heading: %v", err)
-	}
-	if err := runCut(repo, []string{"v1.2.3"}); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := git(repo, "rev-parse", "HEAD"); got != head {
-		t.Errorf("HEAD moved from %s to %s", head, got)
-	}
-	if st, _ := git(repo, "status", "--porcelain"); st != "" {
-		t.Errorf("the working tree changed:\n%s", st)
-	}
-	// The tags, zipped by git as the public proxy zips them, hash as the
-	// released go.sums say, and their go.mods have no replace.
-	c, _, err := fromTags(repo, "v1.2.3", t.TempDir())
+func gitT(t *testing.T, dir string, args ...string) string {
+	out, err := git(dir, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.problems) > 0 {
-		t.Errorf("the tags: %q", c.problems)
+	return strings.TrimSpace(out)
+}
+
+func passes(*candidate, string) error { return nil }
+
+// cut cuts v in repo and reports its error, and whether it left tags,
+// branch and working tree as they were.
+func cut(t *testing.T, repo, v string, check func(*candidate, string) error) (bool, error) {
+	state := func() string {
+		return gitT(t, repo, "tag") + gitT(t, repo, "rev-parse", "main") + gitT(t, repo, "status", "--porcelain")
 	}
-	if err := runCut(repo, []string{"v1.2.3"}); err == nil || !strings.Contains(err.Error(), "not above the release v1.2.3") {
-		t.Errorf("second cut of v1.2.3: %v", err)
+	before, err := state(), runCut(repo, []string{v}, check)
+	return state() == before, err
+}
+
+// Defect 1: `## v1.2.3-rc.1` matched `## v1.2.3\b`, and v1.2.3 was tagged.
+func TestCutNeedsTheVersionsOwnHeading(t *testing.T) {
+	repo := newRepo(t, "# Changelog\n\n## v1.2.3-rc.1\n")
+	if same, err := cut(t, repo, "v1.2.3", passes); err == nil || !strings.Contains(err.Error(), "no heading `## v1.2.3`") || !same {
+		t.Errorf("cut v1.2.3 under `## v1.2.3-rc.1`: %v, nothing changed: %v; want no heading, nothing changed", err, same)
 	}
-	if err := os.WriteFile(filepath.Join(repo, "kubewire.go"), []byte("package kubewire // changed\n"), 0o644); err != nil {
-		t.Fatal(err)
+	if _, err := cut(t, repo, "v1.2.3-rc.1", passes); err != nil {
+		t.Errorf("cut v1.2.3-rc.1 under its own heading: %v", err)
 	}
-	if err := runCut(repo, []string{"v1.3.0"}); err == nil || !strings.Contains(err.Error(), "the working tree has changes") {
-		t.Errorf("cut of a dirty tree: %v", err)
+}
+
+// Defect 2: when a module's tag could not be made (a tag `sub` exists, so
+// sub/v1.2.3 cannot), the root's v1.2.3 stayed and a rerun was refused.
+func TestCutIsAllOrNothing(t *testing.T) {
+	repo := newRepo(t, "# Changelog\n\n## v1.2.3\n")
+	head := gitT(t, repo, "rev-parse", "main")
+	gitT(t, repo, "tag", "sub")
+	if same, err := cut(t, repo, "v1.2.3", passes); err == nil || !strings.Contains(err.Error(), "no tag made") || !same {
+		t.Errorf("cut v1.2.3 beside a tag sub: %v, nothing changed: %v; want no tag made, nothing changed", err, same)
+	}
+	if same, err := cut(t, repo, "v1.2.3", func(*candidate, string) error { return errors.New("boom") }); err == nil || !same {
+		t.Errorf("cut v1.2.3 that fails its check: %v, nothing changed: %v", err, same)
+	}
+	gitT(t, repo, "tag", "-d", "sub")
+	if _, err := cut(t, repo, "v1.2.3", passes); err != nil {
+		t.Fatalf("the rerun: %v", err)
+	}
+	release := gitT(t, repo, "rev-parse", "main")
+	if got, want := gitT(t, repo, "rev-parse", "main^", "v1.2.3^{commit}", "sub/v1.2.3^{commit}"), head+"\n"+release+"\n"+release; got != want {
+		t.Errorf("main^ and the tags' commits: %s; want %s and the release commit on main, %s", got, head, release)
+	}
+	sub := gitT(t, repo, "show", "main:sub/go.mod") + "\n" + gitT(t, repo, "show", "main:sub/go.sum")
+	if strings.Contains(sub, "replace") || !strings.Contains(sub, repoPath+" v1.2.3\n") || !strings.Contains(sub, repoPath+" v1.2.3 h1:") {
+		t.Errorf("the released sub/go.mod and go.sum:\n%s\nwant the root at v1.2.3 with its sums, no replace", sub)
+	}
+	if same, err := cut(t, repo, "v1.2.3", passes); err == nil || !strings.Contains(err.Error(), "not above the release v1.2.3") || !same {
+		t.Errorf("a second cut of v1.2.3: %v, nothing changed: %v", err, same)
 	}
 }

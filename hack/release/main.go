@@ -1,122 +1,66 @@
 // Command release cuts a release of kubewire's published modules, one
-// version for all, and rehearses it before every merge.
-//
-//	release check [-tags V] [-v] [-keep]   the rehearsal: make release-check
-//	release prepare V DIR                  the release tree at V, written to DIR
-//	release proxy [-tags] V DIR            a file:// module proxy of the modules at V
-//	release cut V                          the release commit and its tags; pushes nothing
-//
-// The published modules are listed in hack/release/modules.txt, with the
-// directories whose modules are never tagged; every go.mod of the tree must
-// be in one list or the other.
-//
-// Inside the repository a published module requires its published siblings
-// at the placeholder v0.0.0-00010101000000-000000000000, with a replace to
-// the sibling's directory. The release tree at V is the tree with, in each
-// published go.mod, those requirements set to V and those replaces dropped,
-// and, in each go.sum, the siblings' checksums at V, computed from the
-// module zips of the release tree in dependency order. Nothing else changes:
-// any other replace, a requirement of a module of this repository that is
-// not published, or an import of another module's internal package stops a
-// release.
-//
-// check builds that tree from the working tree, uncommitted changes
-// included (tracked files and untracked ones git does not ignore), at a
-// candidate version named after its content, serves it from a file://
-// proxy and checks it as users get it: scratch modules outside the
-// repository, with no replace and no workspace, go get it. With -tags V it checks the tags of a
-// cut release instead, zipped from git as the public proxy zips them.
-//
-// cut needs a clean tree. It writes the release commit with git plumbing,
-// on top of HEAD but on no branch (the working tree, the index and HEAD are
-// untouched), checks that git's own zips of the commit hash as the go.sums
-// say, tags each module and prints the push command.
+// version for all (`release cut V`), and rehearses it in make test
+// (`release check [-only tabcde]`); see RELEASING.md. Every go.mod requires
+// its siblings at the last release and keeps `replace => <dir>`; a release
+// is one commit setting them to V, and a tag per published module on it.
 package main
 
 import (
-	"flag"
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
+	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"time"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/semver"
+	"golang.org/x/mod/sumdb/dirhash"
+	"golang.org/x/mod/zip"
 )
 
-const usage = `usage: release [-C repo] <command> [flags]
-
-commands:
-  check [-tags V] [-keep] [-v]
-        build the candidate from the working tree (or the tags of V), serve
-        it from a file:// proxy and check it from scratch modules
-  prepare V DIR
-        write the release tree at V to DIR, for a look at it
-  proxy [-tags] V DIR
-        write a file:// module proxy of the published modules at V to DIR,
-        from the working tree (or, with -tags, from the tags of V)
-  cut V
-        on a clean tree: the release commit (on no branch) and a tag per
-        module; prints the git push command, pushes nothing
-`
+const (
+	repoPath    = "github.com/kubewire/kubewire" // the root module's path, every module's prefix
+	modulesFile = "hack/release/modules.txt"
+)
 
 func main() {
-	log := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "release: "+format+"\n", args...) }
-	fs := flag.NewFlagSet("release", flag.ContinueOnError)
-	repo := fs.String("C", "", "the repository (default: the one holding the current directory)")
-	fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		os.Exit(2)
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		os.Exit(2)
-	}
-	root, err := repoRoot(*repo)
-	if err != nil {
-		log("%v", err)
-		os.Exit(2)
-	}
-	cmd, args := fs.Arg(0), fs.Args()[1:]
-	var run func(root string, args []string) error
-	switch cmd {
-	case "check":
-		run = runCheck
-	case "prepare":
-		run = runPrepare
-	case "proxy":
-		run = runProxy
-	case "cut":
-		run = runCut
+	root, err := git(".", "rev-parse", "--show-toplevel")
+	switch args, root := os.Args[1:], strings.TrimSpace(root); {
+	case err != nil:
+	case len(args) > 0 && args[0] == "check":
+		err = runCheck(root, args[1:])
+	case len(args) > 0 && args[0] == "cut":
+		err = runCut(root, args[1:], func(c *candidate, proxy string) error { return check(c, proxy, "tabcde") })
 	default:
-		log("unknown command %q", cmd)
-		fs.Usage()
-		os.Exit(2)
+		err = fmt.Errorf("usage: release check [-only tabcde] | cut V")
 	}
-	if err := run(root, args); err != nil {
-		if err != errReported {
-			log("%v", err)
-		}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "release: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-// errReported ends a command whose failures are already printed.
-var errReported = fmt.Errorf("failed")
+var errReported = errors.New("the release check failed")
 
-func repoRoot(dir string) (string, error) {
-	if dir == "" {
-		dir = "."
-	}
-	out, err := git(dir, "rev-parse", "--show-toplevel")
-	if err != nil {
-		return "", err
-	}
-	return filepath.Abs(strings.TrimSpace(out))
-}
+func git(dir string, args ...string) (string, error) { return gitIn(dir, "", nil, args...) }
 
-// git runs git in dir and returns its standard output.
-func git(dir string, args ...string) (string, error) {
+// gitIn runs git in dir with stdin and extra environment.
+func gitIn(dir, stdin string, env []string, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
+	cmd.Dir, cmd.Env, cmd.Stdin = dir, append(os.Environ(), env...), strings.NewReader(stdin)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -126,11 +70,329 @@ func git(dir string, args ...string) (string, error) {
 	return string(out), nil
 }
 
-func flagSet(name, args string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: release %s %s\n", name, args)
-		fs.PrintDefaults()
+func modulePath(dir string) string { return strings.TrimSuffix(repoPath+"/"+dir, "/.") }
+func tagName(dir, v string) string { return strings.TrimPrefix(dir+"/"+v, "./") }
+func inRepo(p string) bool         { return p == repoPath || strings.HasPrefix(p, repoPath+"/") }
+func skipDir(n string) bool {
+	return n == "testdata" || n == "vendor" || strings.ContainsAny(n[:1], "._")
+}
+
+// exportRev writes the tree of rev into dst, as git archive has it.
+func exportRev(repo, rev, dst string) error {
+	out, err := exec.Command("sh", "-c", `mkdir -p "$3" && git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", repo, rev, dst).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("git archive %s: %w: %s", rev, err, out)
 	}
-	return fs
+	return nil
+}
+
+// runCut makes the release commit of version args[0] and checks it; then,
+// in one git transaction, all or nothing, it tags each published module on
+// it and moves the branch to it.
+func runCut(repo string, args []string, check func(c *candidate, proxy string) error) error {
+	work, _ := os.MkdirTemp("", "kubewire-release-cut-")
+	defer os.RemoveAll(work)
+	tree, c := filepath.Join(work, "tree"), (*candidate)(nil)
+	branch, err := git(repo, "symbolic-ref", "-q", "HEAD")
+	head, herr := git(repo, "rev-parse", "HEAD")
+	st, serr := git(repo, "status", "--porcelain")
+	branch, head, v, latest := strings.TrimSpace(branch), strings.TrimSpace(head), strings.Join(args, " "), newestRelease(repo)
+	switch err = errors.Join(err, herr, serr); {
+	case err != nil:
+	case st != "":
+		err = fmt.Errorf("the working tree has changes; a release is cut from a commit:\n%s", st)
+	case !semver.IsValid(v) || semver.Canonical(v) != v || semver.Major(v) > "v1" || module.IsPseudoVersion(v):
+		err = fmt.Errorf("version %q: want v0 or v1 MAJOR.MINOR.PATCH, with an optional -pre-release", v)
+	case latest != "" && semver.Compare(v, latest) <= 0:
+		err = fmt.Errorf("%s is not above the release %s", v, latest)
+	default:
+		err = exportRev(repo, head, tree)
+	}
+	changelog, _ := os.ReadFile(filepath.Join(tree, "CHANGELOG.md"))
+	// The heading is the version alone: `## v1.2.3-rc.1` is not v1.2.3's.
+	if err == nil && !regexp.MustCompile(`(?m)^## `+regexp.QuoteMeta(v)+`[ \t]*$`).Match(changelog) {
+		err = fmt.Errorf("CHANGELOG.md has no heading `## %s`: name the release's changes first", v)
+	}
+	if err == nil {
+		c, err = newCandidate(tree, v)
+	}
+	if err == nil && len(c.problems) > 0 {
+		err = fmt.Errorf("the tree fails the release's reading:\n\t%s", strings.Join(c.problems, "\n\t"))
+	}
+	if err == nil {
+		err = c.writeProxy(filepath.Join(work, "proxy"), zipDir(tree), true)
+	}
+	if err != nil {
+		return err
+	}
+
+	// The release commit: HEAD with every go.mod and go.sum as rewritten.
+	gitDir, err := git(repo, "rev-parse", "--absolute-git-dir")
+	env := []string{"GIT_INDEX_FILE=" + work + "/index", "GIT_DIR=" + strings.TrimSpace(gitDir), "GIT_WORK_TREE=" + tree}
+	for _, args := range [][]string{{"read-tree", head}, {"add", "-f", "--", "*go.mod", "*go.sum"}, {"write-tree"}} {
+		if err == nil {
+			gitDir, err = gitIn(tree, "", env, args...)
+		}
+	}
+	msg := fmt.Sprintf("Release %s\n\nEvery go.mod requires its siblings at %s; the published modules\nare tagged here, one version for all.\n", v, v)
+	commit, cerr := git(repo, "commit-tree", strings.TrimSpace(gitDir), "-p", head, "-m", msg)
+	commit = strings.TrimSpace(commit)
+	// The checks run on git's own zips of the commit, as the public module
+	// proxy will make them: a go.sum that disagrees fails (t) and (d).
+	if err = errors.Join(err, cerr); err == nil {
+		err = c.writeProxy(filepath.Join(work, "vcs"), zipVCS(repo, commit), false)
+	}
+	ident, ierr := git(repo, "var", "GIT_COMMITTER_IDENT")
+	in, tags, err := "start\nupdate "+branch+" "+commit+" "+head+"\n", []string{}, errors.Join(err, ierr)
+	for _, m := range c.mods {
+		t, obj := tagName(m.dir, v), ""
+		if err == nil {
+			obj, err = gitIn(repo, fmt.Sprintf("object %s\ntype commit\ntag %s\ntagger %s\n\nkubewire %s\n", commit, t, strings.TrimSpace(ident), v), nil, "mktag")
+		}
+		tags, in = append(tags, t), in+"create refs/tags/"+t+" "+strings.TrimSpace(obj)+"\n"
+	}
+	// One transaction: every tag and the branch, or nothing. Its dry run
+	// finds a tag that exists or cannot be made (a tag `sub` makes sub/V
+	// impossible) before the checks.
+	for _, end := range []string{"abort", "commit"} {
+		if err == nil {
+			_, err = gitIn(repo, in+"prepare\n"+end+"\n", nil, "update-ref", "--stdin")
+		}
+		if err == nil && end == "abort" {
+			err = check(c, filepath.Join(work, "vcs"))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("no tag made, %s not moved: %w", branch, err)
+	}
+	_, err = git(repo, "read-tree", "-m", "-u", head, commit)
+	fmt.Fprintf(os.Stderr, "release: %s is commit %.12s on %s, tagged %s; publish it with:\n", v, commit, branch, strings.Join(tags, " "))
+	fmt.Printf("git push --atomic origin %s %s\n", strings.TrimPrefix(branch, "refs/heads/"), strings.Join(tags, " "))
+	return err
+}
+
+// candidate is the published modules of a release tree at one version.
+type candidate struct {
+	version, tree string
+	mods          []*pubModule
+	problems      []string // what stops a release; a check builds all the same
+	untagged      []string // directories of the untagged modules
+}
+
+type pubModule struct {
+	dir, path   string
+	install     bool     // go-installed: released without replaces, its siblings' sums in its go.sum
+	requires    []string // the published siblings it requires
+	goMod       []byte
+	sum, modSum string // go.sum's h1: of its zip and of its go.mod
+}
+
+func (c *candidate) problemf(format string, args ...any) {
+	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+}
+
+func (c *candidate) module(p string) *pubModule {
+	i := slices.IndexFunc(c.mods, func(m *pubModule) bool { return m.path == p })
+	if i < 0 {
+		return nil
+	}
+	return c.mods[i]
+}
+
+// newCandidate reads the tree and rewrites its go.mods as the release commit
+// of version v holds them: siblings required at v, an install module's
+// replaces dropped. What stops a release is in the problems.
+func newCandidate(tree, v string) (*candidate, error) {
+	data, err := os.ReadFile(filepath.Join(tree, modulesFile))
+	c, published, untagged := &candidate{version: v, tree: tree}, map[string]bool{}, []string{}
+	for n, line := range strings.Split(string(data), "\n") {
+		switch f := strings.Fields(line); {
+		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+		case len(f) == 2 && f[0] == "untagged":
+			untagged = append(untagged, f[1]+"/")
+		case f[0] == "published" && (len(f) == 2 || len(f) == 3 && f[2] == "install"):
+			c.mods = append(c.mods, &pubModule{dir: f[1], path: modulePath(f[1]), install: len(f) == 3})
+			published[modulePath(f[1])] = true
+		default:
+			return nil, fmt.Errorf("%s:%d: want `published DIR [install]` or `untagged DIR`", modulesFile, n+1)
+		}
+	}
+	all := map[string]string{} // module path by directory
+	err = errors.Join(err, filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && p != tree && skipDir(d.Name()) {
+			return filepath.SkipDir
+		}
+		if err == nil && d.Name() == "go.mod" {
+			data, err := os.ReadFile(p)
+			rel, _ := filepath.Rel(tree, filepath.Dir(p))
+			all[filepath.ToSlash(rel)] = modfile.ModulePath(data)
+			return err
+		}
+		return err
+	}))
+	for _, dir := range slices.Sorted(maps.Keys(all)) {
+		m := c.module(all[dir])
+		if m == nil || m.dir != dir {
+			m, c.untagged = nil, append(c.untagged, dir)
+			if !slices.ContainsFunc(untagged, func(u string) bool { return strings.HasPrefix(dir+"/", u) }) {
+				c.problemf("%s/go.mod: module %s is neither published nor under an untagged directory in %s", dir, all[dir], modulesFile)
+			}
+		}
+		if err == nil {
+			err = c.goMod(dir, m, published)
+		}
+		if err == nil && m != nil {
+			err = c.checkImports(m, all, published)
+		}
+	}
+	for _, m := range c.mods {
+		if all[m.dir] != m.path && err == nil {
+			err = fmt.Errorf("%s publishes %s, whose go.mod is not module %s", modulesFile, m.dir, m.path)
+		}
+	}
+	return c, err
+}
+
+// goMod checks and rewrites the go.mod in dir, of the published module m
+// or, nil, of an untagged one.
+func (c *candidate) goMod(dir string, m *pubModule, published map[string]bool) error {
+	name := path.Join(dir, "go.mod")
+	data, _ := os.ReadFile(filepath.Join(c.tree, name))
+	f, err := modfile.Parse(name, data, nil)
+	if err != nil {
+		return err
+	}
+	for _, r := range f.Require {
+		switch p := r.Mod.Path; {
+		case !inRepo(p):
+			continue
+		case m != nil && !published[p]:
+			c.problemf("%s requires %s: a published module may require only published ones", name, p)
+		case m != nil:
+			m.requires = append(m.requires, p)
+		}
+		err = errors.Join(err, f.AddRequire(r.Mod.Path, c.version))
+	}
+	for _, r := range slices.Clone(f.Replace) {
+		if m != nil && (!published[r.Old.Path] || r.Old.Path == m.path || r.Old.Version+r.New.Version != "" || modulePath(path.Join(m.dir, r.New.Path)) != r.Old.Path) {
+			c.problemf("%s: replace %s => %s: a published go.mod replaces only its published siblings, by their directories", name, r.Old.Path, r.New.Path)
+		}
+		if m != nil && m.install {
+			err = errors.Join(err, f.DropReplace(r.Old.Path, r.Old.Version))
+		}
+	}
+	f.Cleanup()
+	return errors.Join(err, os.WriteFile(filepath.Join(c.tree, name), modfile.Format(f.Syntax), 0o644))
+}
+
+// checkImports finds m's imports, test files' included, of another
+// module's internal packages and of unpublished modules' packages. A user's
+// build may pair m with another release of the other module, and `go test
+// all` compiles m's tests.
+func (c *candidate) checkImports(m *pubModule, all map[string]string, published map[string]bool) error {
+	root := filepath.Join(c.tree, m.dir)
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if _, gomod := os.Stat(filepath.Join(p, "go.mod")); err == nil && p != root && d.IsDir() && (gomod == nil || skipDir(d.Name())) {
+			return filepath.SkipDir // skipped, or a module of its own
+		}
+		if err != nil || !strings.HasSuffix(p, ".go") || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(c.tree, p)
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		for i := 0; err == nil && i < len(f.Imports); i++ {
+			ip, o := strings.Trim(f.Imports[i].Path.Value, "`\""), ""
+			for _, mp := range all {
+				if (ip == mp || strings.HasPrefix(ip, mp+"/")) && len(mp) > len(o) {
+					o = mp
+				}
+			}
+			switch where := filepath.ToSlash(rel) + " imports " + ip; {
+			case !inRepo(ip) || o == m.path:
+			case slices.Contains(strings.Split(strings.TrimPrefix(ip, o), "/"), "internal"):
+				c.problemf("%s, internal to module %s: across modules nothing is internal, in test files too", where, o)
+			case o == "" || !published[o]:
+				c.problemf("%s, of the unpublished module %s", where, o)
+			}
+		}
+		return err
+	})
+}
+
+// zipper writes the zip of module m at version v.
+type zipper func(w io.Writer, m *pubModule, v string) error
+
+// zipDir zips a module from the tree as the go command zips it from a tag:
+// a module in a subdirectory without a LICENSE gets the root's.
+func zipDir(tree string) zipper {
+	return func(w io.Writer, m *pubModule, v string) error {
+		dir := filepath.Join(tree, m.dir)
+		license, err := os.ReadFile(filepath.Join(tree, "LICENSE"))
+		if _, serr := os.Stat(filepath.Join(dir, "LICENSE")); serr != nil && err == nil {
+			err = os.WriteFile(filepath.Join(dir, "LICENSE"), license, 0o644)
+		}
+		return errors.Join(err, zip.CreateFromDir(w, module.Version{Path: m.path, Version: v}, dir))
+	}
+}
+
+// zipVCS zips a module from git at rev, as the public module proxy does.
+func zipVCS(repo, rev string) zipper {
+	return func(w io.Writer, m *pubModule, v string) error {
+		return zip.CreateFromVCS(w, module.Version{Path: m.path, Version: v}, repo, rev, strings.TrimPrefix(m.dir, "."))
+	}
+}
+
+// writeProxy lays the modules out in dir as a GOPROXY serves them, the
+// install modules last, with sums their siblings' checksums first.
+func (c *candidate) writeProxy(dir string, zipf zipper, sums bool) (err error) {
+	ev, _ := module.EscapeVersion(c.version)
+	info, _ := json.Marshal(map[string]string{"Version": c.version, "Time": time.Now().UTC().Format(time.RFC3339)})
+	for _, m := range slices.SortedStableFunc(slices.Values(c.mods), func(a, b *pubModule) int {
+		return strings.Compare(fmt.Sprint(a.install), fmt.Sprint(b.install)) // false first
+	}) {
+		if m.install && sums && err == nil {
+			err = c.writeSums(m)
+		}
+		esc, _ := module.EscapePath(m.path)
+		d := filepath.Join(dir, esc, "@v")
+		m.goMod, _ = os.ReadFile(filepath.Join(c.tree, m.dir, "go.mod"))
+		err = errors.Join(err, os.MkdirAll(d, 0o755))
+		for name, data := range map[string][]byte{"list": []byte(c.version + "\n"), ev + ".info": info, ev + ".mod": m.goMod} {
+			err = errors.Join(err, os.WriteFile(filepath.Join(d, name), data, 0o644))
+		}
+		z, zerr := os.Create(filepath.Join(d, ev+".zip"))
+		if err = errors.Join(err, zerr); err == nil {
+			err = errors.Join(zipf(z, m, c.version), z.Close())
+		}
+		if err == nil {
+			m.sum, err = dirhash.HashZip(z.Name(), dirhash.Hash1)
+		}
+		m.modSum, _ = dirhash.Hash1([]string{"go.mod"}, func(string) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(m.goMod)), nil })
+		if err != nil {
+			return fmt.Errorf("%s@%s: %w", m.path, c.version, err)
+		}
+	}
+	return nil
+}
+
+// writeSums puts into m's go.sum its siblings' checksums at the version.
+func (c *candidate) writeSums(m *pubModule) error {
+	name := filepath.Join(c.tree, m.dir, "go.sum")
+	old, _ := os.ReadFile(name)
+	sums := map[module.Version]string{}
+	for _, line := range strings.Split(string(old), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && c.module(f[0]) == nil {
+			sums[module.Version{Path: f[0], Version: f[1]}] = f[2]
+		}
+	}
+	for _, p := range m.requires {
+		sums[module.Version{Path: p, Version: c.version}] = c.module(p).sum
+		sums[module.Version{Path: p, Version: c.version + "/go.mod"}] = c.module(p).modSum
+	}
+	keys, b := slices.Collect(maps.Keys(sums)), strings.Builder{}
+	module.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s %s %s\n", k.Path, k.Version, sums[k])
+	}
+	return os.WriteFile(name, []byte(b.String()), 0o644)
 }

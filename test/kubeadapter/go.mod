@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/go-logr/logr v1.4.2
-	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/test/kubetest v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire v0.1.0
+	github.com/kubewire/kubewire/test/kubetest v0.1.0
 	github.com/stretchr/testify v1.10.0
 	k8s.io/api v0.34.0
 	k8s.io/apimachinery v0.34.0
@@ -28,7 +28,7 @@ require (
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/kubewire/kubewire/kubeadapter v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire/kubeadapter v0.1.0
 	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect

@@ -3,7 +3,7 @@ module github.com/kubewire/kubewire/test/kubetest
 go 1.26.0
 
 require (
-	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire v0.1.0
 	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.34.0
 	k8s.io/apimachinery v0.34.0

@@ -3,13 +3,13 @@ module github.com/kubewire/kubewire/test/probe
 go 1.26.0
 
 require (
-	github.com/kubewire/kubewire/test/kubetest v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire/test/kubetest v0.1.0
 	github.com/stretchr/testify v1.12.1
 )
 
 require (
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
-	github.com/kubewire/kubewire/kubeadapter v0.0.0-00010101000000-000000000000 // indirect
+	github.com/kubewire/kubewire/kubeadapter v0.1.0 // indirect
 )
 
 require (
@@ -34,8 +34,8 @@ require (
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000 // indirect
-	github.com/kubewire/kubewire/cmd/kubewire v0.0.0-00010101000000-000000000000 // indirect
+	github.com/kubewire/kubewire v0.1.0 // indirect
+	github.com/kubewire/kubewire/cmd/kubewire v0.1.0 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect

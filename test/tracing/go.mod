@@ -10,10 +10,10 @@ replace (
 )
 
 require (
-	github.com/kubewire/kubewire v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/kubeadapter v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/test/kubetest v0.0.0-00010101000000-000000000000
-	github.com/kubewire/kubewire/tracing v0.0.0-00010101000000-000000000000
+	github.com/kubewire/kubewire v0.1.0
+	github.com/kubewire/kubewire/kubeadapter v0.1.0
+	github.com/kubewire/kubewire/test/kubetest v0.1.0
+	github.com/kubewire/kubewire/tracing v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/httptrace/otelhttptrace v0.72.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
