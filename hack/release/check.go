@@ -171,7 +171,8 @@ func (r *checker) user(name string, mods, imports []string, cmds ...[]string) (d
 	return dir, g, err
 }
 
-var tidyBuild = [][]string{{"mod", "tidy"}, {"build", "./..."}}
+// -race, as make test's matrices build the same graphs: one cold compile.
+var tidyBuild = [][]string{{"mod", "tidy"}, {"build", "-race", "./..."}}
 
 func versions(g map[string]string) string {
 	return fmt.Sprintf("%d modules, client-go %q, x/net %q", len(g), g["k8s.io/client-go"], g["golang.org/x/net"])
@@ -240,7 +241,7 @@ func (r *checker) driver() {
 		dir, g, err := r.user("driver"+sandbox, get, nil)
 		out := ""
 		if err == nil {
-			out, err = r.goCmd(dir, "test", "-mod=mod", "-count=1", m.path+"/...")
+			out, err = r.goCmd(dir, "test", "-race", "-mod=mod", "-count=1", m.path+"/...")
 		}
 		for _, req := range f.Require {
 			p, want := req.Mod.Path, req.Mod.Version
