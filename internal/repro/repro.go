@@ -178,10 +178,13 @@ const warmUps = 3
 // timeout, so a failed one is tried again, up to warmUps times.
 func Probe(ctx context.Context, s *Server, rt http.RoundTripper, method string, gap time.Duration, id string) Result {
 	r := Result{Method: method, Gap: gap}
-	tries, err := 0, error(nil)
-	for tries < warmUps && (tries == 0 || err != nil && ctx.Err() == nil) {
-		tries++
+	var err error
+	tries := 1
+	for ; ; tries++ {
 		_, err = send(ctx, s, rt, http.MethodGet, fmt.Sprintf("%s-warm%d", id, tries))
+		if err == nil || tries == warmUps || ctx.Err() != nil {
+			break
+		}
 	}
 	if err != nil {
 		r.Err = fmt.Errorf("warm-up, %d tries: %w", tries, err)
