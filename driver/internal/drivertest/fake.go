@@ -58,7 +58,8 @@ type Fake struct {
 // NewFake returns an empty fake serving v1beta1.
 func NewFake(t testing.TB) *Fake {
 	t.Helper()
-	f := &Fake{Version: sandboxv1beta1.GroupVersion.Version, Sandboxes: sandboxfake.NewSimpleClientset(), Kube: kubefake.NewSimpleClientset(), rv: 100}
+	f := &Fake{Sandboxes: sandboxfake.NewSimpleClientset(), Kube: kubefake.NewSimpleClientset(), rv: 100}
+	f.Serve(sandboxv1beta1.GroupVersion.Version)
 	f.Sandboxes.PrependReactor("*", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if v := a.GetResource().Version; v != f.Version {
 			return true, nil, apierrors.NewNotFound(a.GetResource().GroupResource(), "")
@@ -77,12 +78,12 @@ func NewFake(t testing.TB) *Fake {
 	return f
 }
 
-// Serve makes f serve Sandboxes as version only: "v1alpha1", as
-// agent-sandbox v0.4.x does, which its discovery then lists, or "" for
-// none, as an API server without agent-sandbox. Call it before the clients
-// are used.
+// Serve makes f serve Sandboxes as version only, and its discovery list
+// them: "v1alpha1", as agent-sandbox v0.4.x does, or "" for none, as an
+// API server without agent-sandbox. Call it before the clients are used.
 func (f *Fake) Serve(version string) {
 	f.Version = version
+	f.Sandboxes.Resources = nil
 	if version != "" {
 		f.Sandboxes.Resources = []*metav1.APIResourceList{{
 			GroupVersion: sandboxv1beta1.GroupVersion.Group + "/" + version,

@@ -26,7 +26,8 @@ import (
 
 // Fault makes f's clients answer each request of verb on resource (as
 // [Fake.Count] names them) with the error fail returns for it; nil passes
-// the request on. Sandboxes are agent-sandbox's clientset's, every other
+// the request on. Sandboxes and discovery (resource "resource", as
+// client-go's fake names it) are agent-sandbox's clientset's, every other
 // resource client-go's. It may be called while the clients are in use: it
 // takes the clientset's lock, as each request does, to add its reactor.
 // fail runs under that lock, which serializes the clientset's requests: it
@@ -41,7 +42,7 @@ func (f *Fake) Fault(verb, resource string, fail func(k8stesting.Action) error) 
 		return false, nil, nil
 	}
 	c := &f.Kube.Fake
-	if resource == "sandboxes" {
+	if resource == "sandboxes" || resource == "resource" {
 		c = &f.Sandboxes.Fake
 	}
 	// client-go's PrependReactor takes no lock; Invokes reads the chain
