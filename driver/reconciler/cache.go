@@ -170,30 +170,29 @@ func (c *caches) keys(ns string) []types.NamespacedName {
 	if !c.serves[ns] {
 		return nil
 	}
-	objs, _ := c.sandboxes[c.scope(ns)].GetIndexer().ByIndex(cache.NamespaceIndex, ns)
-	out := make([]types.NamespacedName, 0, len(objs))
-	for _, o := range objs {
-		if key, ok := keyOf(o); ok {
+	keys, _ := c.sandboxes[c.scope(ns)].GetIndexer().IndexKeys(cache.NamespaceIndex, ns)
+	out := make([]types.NamespacedName, 0, len(keys))
+	for _, k := range keys {
+		if key, ok := split(k); ok {
 			out = append(out, key)
 		}
 	}
 	return out
 }
 
-// keyOf returns the workqueue key of an informer object, tombstones
+// keyOf returns the work queue key of an informer object, tombstones
 // included.
 func keyOf(o any) (types.NamespacedName, bool) {
-	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		if _, ok := t.Obj.(metav1.Object); !ok {
-			// A tombstone without its object still has its key.
-			ns, name, err := cache.SplitMetaNamespaceKey(t.Key)
-			return types.NamespacedName{Namespace: ns, Name: name}, err == nil && ns != "" && name != ""
-		}
-		o = t.Obj
-	}
-	m, ok := o.(metav1.Object)
-	if !ok {
+	k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o)
+	if err != nil {
 		return types.NamespacedName{}, false
 	}
-	return types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}, true
+	return split(k)
+}
+
+// split returns the work queue key of a store key; a sandbox's has a
+// namespace.
+func split(k string) (types.NamespacedName, bool) {
+	ns, name, err := cache.SplitMetaNamespaceKey(k)
+	return types.NamespacedName{Namespace: ns, Name: name}, err == nil && ns != "" && name != ""
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -135,10 +134,10 @@ func (os observers) ObserveAction(e ActionEvent) {
 // with a timeout of the same length or with another replica's resync.
 const jitter = 0.2
 
-// next returns the jittered wait before the next resync.
-func (r *Reconciler) next() time.Duration {
-	f := 1 + jitter*(2*rand.Float64()-1)
-	return time.Duration(float64(r.period) * f)
+// resyncWait returns the base and factor of wait.Jitter that draw each
+// wait between resyncs from period*(1±jitter).
+func (r *Reconciler) resyncWait() (time.Duration, float64) {
+	return time.Duration(float64(r.period) * (1 - jitter)), 2 * jitter / (1 - jitter)
 }
 
 // ErrBusy is the error of a [Reconciler.Run] or [Reconciler.Pass] started

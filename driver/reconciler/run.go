@@ -138,9 +138,6 @@ func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
 	wq := q.open()
 	defer q.close()
 	all := q.namespace(c, false)
-	for _, ns := range c.served {
-		all(ns)
-	}
 	var wg sync.WaitGroup
 	for i := 0; i < r.workers; i++ {
 		wg.Go(func() {
@@ -148,22 +145,16 @@ func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
 			}
 		})
 	}
+	// Taking the lead queues every cached sandbox, and so does each
+	// resync after it, the safety net.
+	base, factor := r.resyncWait()
 	wg.Go(func() {
-		for {
-			t := time.NewTimer(r.next())
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			// The safety net: every cached sandbox goes through the
-			// workers again.
+		wait.JitterUntilWithContext(ctx, func(context.Context) {
 			for _, ns := range c.served {
 				all(ns)
 			}
-			r.log.V(1).Info("resync queued every cached sandbox")
-		}
+			r.log.V(1).Info("queued every cached sandbox")
+		}, base, factor, true)
 	})
 	<-ctx.Done()
 	wq.ShutDown()
