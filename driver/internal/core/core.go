@@ -182,7 +182,7 @@ func View(o any) (Sandbox, bool) {
 }
 
 // Lean is the reconciler's informer transform: it replaces a Sandbox with
-// the view the reconciler decides from, without the conditions and labels
+// the view the reconciler decides from, without the conditions
 // it derived the phase from and the reconciler does not read, and without
 // the rest of the object (managedFields, the pod template, other
 // annotations). The driver's operations read the API server, never this
@@ -196,7 +196,7 @@ func Lean(o any) (any, error) {
 	if !ok {
 		return o, nil
 	}
-	s.Conditions, s.labels = nil, nil
+	s.Conditions = nil
 	return &cached{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion}, view: s}, nil
 }
 
