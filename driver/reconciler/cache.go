@@ -16,20 +16,11 @@ import (
 
 // caches are the informers of one [Reconciler.Run]: the gateway's
 // Sandboxes (agent-sandbox's typed informer, label-selected) and the fence
-// NetworkPolicies (client-go's typed informer, field-selected by name),
-// either one pair per namespace or one pair for the whole cluster,
-// filtered to the served namespaces. Both keep only what the reconciler
-// reads. No informer resyncs; the reconciler's own jittered resync is the
-// safety net.
-//
-// The caches keep no watch-health state of their own. A fence cache that
-// has synced is trusted as far as it can be: after a broken watch it still
-// shows the state before the break, which cannot suspend a sandbox wrongly.
-// A fence shown absent or with another uid is read again from the API
-// server before anything is suspended (Reconciler.decideFresh); a fence
-// shown at an older generation than the one a sandbox recorded decides
-// nothing. What changed during the break reaches the cache when the
-// informer lists or watches again, and its events queue the namespace.
+// NetworkPolicies (client-go's, field-selected by name), one pair per
+// namespace or one for the whole cluster, keeping only what the reconciler
+// reads. No informer resyncs: the reconciler's own resync is the safety
+// net. They keep no watch-health state: the package doc says why that is
+// safe.
 type caches struct {
 	core    *core.Core
 	cluster bool
@@ -140,9 +131,8 @@ func (c *caches) shutdown() {
 }
 
 // fence returns what the cache says of ns's fence. Run starts no worker
-// before the caches have synced (start), so absent means the API server
-// said so: the policy was not in its list, or a delete was observed; and
-// decide reads the fence again before it suspends on absent (decideFresh).
+// before the caches have synced, so absent is the API server's word, which
+// decideFresh checks again before a suspension.
 func (c *caches) fence(ns string) liveFence {
 	// client-go's stores never fail a GetByKey.
 	o, _, _ := c.fences[c.scope(ns)].GetStore().GetByKey(ns + "/" + c.fenceName)
