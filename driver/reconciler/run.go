@@ -131,12 +131,16 @@ func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
 	// Taking the lead queues every cached sandbox, and so does each
 	// resync after it, the safety net.
 	base, factor := r.resyncWait()
+	resync := false
 	wg.Go(func() {
 		wait.JitterUntilWithContext(ctx, func(context.Context) {
 			for _, ns := range c.served {
 				all(ns)
 			}
-			r.log.V(1).Info("queued every cached sandbox")
+			if resync {
+				r.log.V(1).Info("resync queued every cached sandbox")
+			}
+			resync = true
 		}, base, factor, true)
 	})
 	<-ctx.Done()
