@@ -54,11 +54,8 @@ type ActionEvent struct {
 }
 
 // Reconciler converges a driver's sandboxes with their namespaces'
-// fences. Construct it with [New]; the zero value is not usable.
-// [Reconciler.Run] is the event-driven controller; [Reconciler.Pass] is one
-// sweep from the API server, for a program that runs once. Its methods are
-// safe for concurrent use; a Run or Pass started while another is under way
-// fails with [ErrBusy].
+// fences. Construct it with [New]; the zero value is not usable. Its
+// methods are safe for concurrent use.
 type Reconciler struct {
 	core      *core.Core
 	period    time.Duration
@@ -115,7 +112,6 @@ func New(d *driver.Driver, opts ...Option) (*Reconciler, error) {
 	return r, nil
 }
 
-// observers calls each of its observers in turn.
 type observers []Observer
 
 func (os observers) ObservePass(s PassStats) {
@@ -145,7 +141,6 @@ func (r *Reconciler) resyncWait() (time.Duration, float64) {
 // writer at a time, so that no sandbox is decided twice at once.
 var ErrBusy = errors.New("reconciler: a Run or a Pass is under way; only one writes at a time")
 
-// claim takes the writer's slot; unclaim gives it back.
 func (r *Reconciler) claim() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -162,13 +157,12 @@ func (r *Reconciler) unclaim() {
 	r.mu.Unlock()
 }
 
-// Pass runs one full sweep from the API server: for each namespace it
-// reads the fence and lists the sandboxes (paginated), decides for each
-// sandbox (see the package doc) and carries the actions out. It is for a program
-// that reconciles once; while a Run or another Pass is under way it fails
-// with [ErrBusy]. A namespace whose fence or sandboxes cannot be read is
-// skipped: nothing is decided from unknown state. The error joins every
-// failure of the pass; the stats count them.
+// Pass runs one sweep from the API server: for each namespace it reads the
+// fence and lists the sandboxes, decides for each and carries the actions
+// out. A namespace whose fence or sandboxes cannot be read is skipped:
+// nothing is decided from unknown state. The error joins every failure of
+// the pass; the stats count them. Beside a Run or another Pass it fails
+// with [ErrBusy].
 func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 	if err := r.claim(); err != nil {
 		return PassStats{}, err
@@ -252,8 +246,7 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *core.Sandbox, l
 	}
 	r.mu.Unlock()
 	if wrote {
-		// The cache has not caught up with our own write; its event
-		// brings the sandbox back.
+		// The cache's event of our own write brings the sandbox back.
 		return action{}, nil
 	}
 	live, a, err := r.decideFresh(ctx, *s, live, now)
@@ -315,9 +308,6 @@ func (r *Reconciler) failed(t ActionType, err error) {
 // applied it returns the resourceVersions that predate it, nil when none
 // was, and whether the warning's Event was dropped.
 func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, now time.Time, a action) ([]string, bool, error) {
-	// The patches are guarded by resourceVersion: kubeadapter re-sends
-	// one whose connection failed (a copy after an applied one fails with
-	// 409, and is decided again).
 	var patched, resent bool
 	var fenceErr error
 	var before []string
@@ -374,8 +364,6 @@ func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, n
 			"recordedFenceUID", s.Fence.UID, "recordedFenceGeneration", s.Fence.Generation,
 			"liveFenceUID", live.fence.UID, "liveFenceGeneration", live.fence.Generation}
 		if resent {
-			// The API server refused a second copy: the first, whose
-			// answer was lost, did the work.
 			kv = append(kv, "maybeAppliedByEarlierCopy", true)
 		}
 		r.log.Info("warning: "+a.Message, kv...)
