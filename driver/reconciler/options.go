@@ -42,9 +42,10 @@ type config struct {
 	writeQPS     float64
 	writeBurst   int
 	election     *LeaderElection
-	observers    []Observer
+	observers    observers
 	queueMetrics workqueue.MetricsProvider
-	cluster      *bool
+	// cluster, when not nil, overrides the choice of watches.
+	cluster *bool
 }
 
 func defaults() config {

@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/internal/core"
@@ -57,17 +56,9 @@ type ActionEvent struct {
 // fences. Construct it with [New]; the zero value is not usable. Its
 // methods are safe for concurrent use.
 type Reconciler struct {
-	core      *core.Core
-	period    time.Duration
-	grace     time.Duration
-	workers   int
-	limiter   *rate.Limiter // nil: no write limit
-	election  *LeaderElection
-	observers observers
-	metrics   workqueue.MetricsProvider
-	// cluster, when not nil, overrides the choice of watches
-	// (WithClusterWatch).
-	cluster *bool
+	config
+	core    *core.Core
+	limiter *rate.Limiter // nil: no write limit
 	log     logr.Logger
 
 	mu sync.Mutex
@@ -101,11 +92,7 @@ func New(d *driver.Driver, opts ...Option) (*Reconciler, error) {
 	if cr == nil {
 		return nil, errors.New("reconciler: New: the driver was not made by driver.New or driver.NewForClients")
 	}
-	r := &Reconciler{
-		core: cr, period: c.period, grace: c.grace, workers: c.workers, cluster: c.cluster,
-		election: c.election, observers: c.observers, metrics: c.queueMetrics, log: cr.Log,
-		written: map[types.NamespacedName][]string{},
-	}
+	r := &Reconciler{config: c, core: cr, log: cr.Log, written: map[types.NamespacedName][]string{}}
 	if c.writeBurst > 0 {
 		r.limiter = rate.NewLimiter(rate.Limit(c.writeQPS), c.writeBurst)
 	}

@@ -53,7 +53,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			cache.DefaultWatchErrorHandler(ctx, rf, err)
 		})
 	}
-	q := &queue{track: len(r.observers) > 0, metrics: r.metrics}
+	q := &queue{track: len(r.observers) > 0, metrics: r.queueMetrics}
 	for scope := range c.sandboxes {
 		if err := r.handle(c, q, scope); err != nil {
 			return err
@@ -86,8 +86,8 @@ func (r *Reconciler) handle(c *caches, q *queue, scope string) error {
 		return key, ok && c.serves[key.Namespace]
 	}
 	sandboxes := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { q.addObject(served(o)) },
-		UpdateFunc: func(_, o any) { q.addObject(served(o)) },
+		AddFunc:    func(o any) { q.add(served(o)) },
+		UpdateFunc: func(_, o any) { q.add(served(o)) },
 		DeleteFunc: func(o any) {
 			if key, ok := served(o); ok {
 				r.mu.Lock()
@@ -276,17 +276,12 @@ func (q *queue) settle(key types.NamespacedName) time.Time {
 	return at
 }
 
-func (q *queue) add(key types.NamespacedName) {
+// add queues key if ok, while a term's queue is open.
+func (q *queue) add(key types.NamespacedName, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.wq != nil {
+	if ok && q.wq != nil {
 		q.wq.Add(key)
-	}
-}
-
-func (q *queue) addObject(key types.NamespacedName, ok bool) {
-	if ok {
-		q.add(key)
 	}
 }
 
