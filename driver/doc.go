@@ -31,8 +31,9 @@
 //
 // The driver speaks the v1beta1 API, which agent-sandbox serves from v0.5.0
 // on and alone from v1.0.0, through the project's own types and clientset.
-// It probes the API once; a cluster that serves only v1alpha1 (v0.4.x and
-// earlier) fails every operation with an error that names the upgrade path
+// It asks discovery, until one answer says so, whether v1beta1 is served; a
+// cluster that serves only v1alpha1 (v0.4.x and earlier) fails every
+// operation with an error that names the upgrade path
 // ([KindPrecondition]). A sandbox is read into one view, [Sandbox], whose
 // [Phase] is derived from the intent (spec.operatingMode) and the
 // conditions the controller wrote for the current generation

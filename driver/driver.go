@@ -3,7 +3,6 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 
 	"golang.org/x/time/rate"
@@ -93,9 +92,9 @@ func New(cfg *rest.Config, gateway string, namespaces []string, opts ...Option) 
 // QPS is set (-1 for none, as [New] does).
 func NewForClients(sandboxes versioned.Interface, kube kubernetes.Interface, gateway string, namespaces []string, opts ...Option) (*Driver, error) {
 	switch {
-	case isNil(sandboxes):
+	case core.IsNil(sandboxes):
 		return nil, errors.New("driver: NewForClients: nil sandboxes clientset")
-	case isNil(kube):
+	case core.IsNil(kube):
 		return nil, errors.New("driver: NewForClients: nil kube clientset")
 	}
 	s, err := settings(gateway, namespaces, opts)
@@ -103,16 +102,6 @@ func NewForClients(sandboxes versioned.Interface, kube kubernetes.Interface, gat
 		return nil, err
 	}
 	return newDriver(core.New(s, sandboxes, kube, kube)), nil
-}
-
-// isNil reports whether v is nil, or a nil pointer in an interface (a
-// clientset whose constructor's error was ignored).
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 func newDriver(c *core.Core) *Driver { return &Driver{handle: core.NewHandle(c), c: c} }

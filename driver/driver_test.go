@@ -313,9 +313,9 @@ func TestNewKeepsAppliedStack(t *testing.T) {
 	assert.EqualValues(t, 3, attempts.Load(), "the list is retried, and the caller's observer sees each attempt")
 }
 
-// TestProbe: on a cluster that serves v1beta1, the first operation probes
-// it with a list of at most one of the gateway's sandboxes, in the first
-// namespace, and asks discovery nothing; the answer is kept.
+// TestProbe: on a cluster that serves v1beta1, the first operation asks
+// discovery for the group version, and nothing of v1alpha1; the answer is
+// kept.
 func TestProbe(t *testing.T) {
 	f := drivertest.StaleFixture(t, true)
 	d := f.Driver(t, nil)
@@ -331,12 +331,7 @@ func TestProbe(t *testing.T) {
 	for _, a := range f.Sandboxes.Actions() {
 		sent = append(sent, a.GetVerb()+" "+a.GetResource().Resource+" "+a.GetResource().Version)
 	}
-	assert.Equal(t, []string{"list sandboxes v1beta1", "get sandboxes v1beta1", "list sandboxes v1beta1"}, sent, "probed once, then the operations")
-	probe, ok := f.Sandboxes.Actions()[0].(k8stesting.ListActionImpl)
-	require.True(t, ok, "%T", f.Sandboxes.Actions()[0])
-	assert.EqualValues(t, 1, probe.GetListOptions().Limit)
-	assert.Equal(t, "team-a", probe.GetNamespace(), "the first namespace")
-	assert.Equal(t, "app.kubernetes.io/managed-by=kubewire-driver,kubewire.io/gateway=gw", probe.GetListOptions().LabelSelector)
+	assert.Equal(t, []string{"get resource ", "get sandboxes v1beta1", "list sandboxes v1beta1"}, sent, "probed once by discovery, then the operations")
 }
 
 // TestProbeRefuses: on a cluster that does not serve v1beta1 Sandboxes
@@ -397,7 +392,8 @@ func TestProbeRefuses(t *testing.T) {
 			}
 			assert.Zero(t, f.Mutations(), "nothing is written on a cluster the driver cannot speak to")
 			assert.Zero(t, f.Count("create", "networkpolicies"), "no fence is made")
-			assert.Equal(t, len(ops), f.Count("list", "sandboxes"), "each call probes again")
+			assert.Equal(t, 2*len(ops), f.Count("get", "resource"), "each call probes again, v1beta1 then v1alpha1")
+			assert.Zero(t, f.Count("list", "sandboxes")+f.Count("get", "sandboxes"), "nothing but discovery is asked")
 			for _, a := range f.Sandboxes.Actions() {
 				if a.GetResource().Resource == "sandboxes" {
 					assert.Equal(t, "v1beta1", a.GetResource().Version, "the driver sends v1beta1 requests only")
@@ -413,7 +409,7 @@ func TestProbeFailureNotRemembered(t *testing.T) {
 	f := drivertest.StaleFixture(t, true)
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 	var once sync.Once
-	f.Sandboxes.PrependReactor("list", "sandboxes", func(k8stesting.Action) (handled bool, _ runtime.Object, _ error) {
+	f.Sandboxes.PrependReactor("get", "resource", func(k8stesting.Action) (handled bool, _ runtime.Object, _ error) {
 		once.Do(func() { handled = true })
 		return handled, nil, reset
 	})
@@ -427,7 +423,7 @@ func TestProbeFailureNotRemembered(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, s.Running)
 	require.NoError(t, core.Of(d).Probe(context.Background()))
-	assert.Equal(t, 2, f.Count("list", "sandboxes"), "the failed probe and the one kept")
+	assert.Equal(t, 2, f.Count("get", "resource"), "the failed probe and the one kept")
 }
 
 func TestStopIsANoOpWhenStopped(t *testing.T) {

@@ -37,24 +37,20 @@ const (
 	KindForbidden
 )
 
+var kindNames = [...]string{
+	KindUnavailable:     "unavailable",
+	KindNotFound:        "not found",
+	KindAlreadyExists:   "already exists",
+	KindConflict:        "conflict",
+	KindPrecondition:    "precondition failed",
+	KindInvalidArgument: "invalid argument",
+	KindInternal:        "internal",
+	KindForbidden:       "forbidden",
+}
+
 func (k Kind) String() string {
-	switch k {
-	case KindUnavailable:
-		return "unavailable"
-	case KindNotFound:
-		return "not found"
-	case KindAlreadyExists:
-		return "already exists"
-	case KindConflict:
-		return "conflict"
-	case KindPrecondition:
-		return "precondition failed"
-	case KindInvalidArgument:
-		return "invalid argument"
-	case KindInternal:
-		return "internal"
-	case KindForbidden:
-		return "forbidden"
+	if k > 0 && int(k) < len(kindNames) {
+		return kindNames[k]
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }

@@ -226,7 +226,11 @@ func TestWired(t *testing.T) {
 func TestQueueTerms(t *testing.T) {
 	m := New()
 	for term := 1; term <= 2; term++ {
-		q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		// A backoff of an hour: the sandbox waiting it out is never added
+		// before the term ends, however slow the machine (the default's
+		// 5 ms made the counts race the test).
+		backoff := workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Hour, time.Hour)
+		q := workqueue.NewTypedRateLimitingQueueWithConfig(backoff,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName, MetricsProvider: m.Queue()})
 		for i := 0; i < 10; i++ {
 			q.Add(fmt.Sprint("sb-", i))

@@ -16,20 +16,11 @@ import (
 
 // caches are the informers of one [Reconciler.Run]: the gateway's
 // Sandboxes (agent-sandbox's typed informer, label-selected) and the fence
-// NetworkPolicies (client-go's typed informer, field-selected by name),
-// either one pair per namespace or one pair for the whole cluster,
-// filtered to the served namespaces. Both keep only what the reconciler
-// reads. No informer resyncs; the reconciler's own jittered resync is the
-// safety net.
-//
-// The caches keep no watch-health state of their own. A fence cache that
-// has synced is trusted as far as it can be: after a broken watch it still
-// shows the state before the break, which cannot suspend a sandbox wrongly.
-// A fence shown absent or with another uid is read again from the API
-// server before anything is suspended (Reconciler.decideFresh); a fence
-// shown at an older generation than the one a sandbox recorded decides
-// nothing. What changed during the break reaches the cache when the
-// informer lists or watches again, and its events queue the namespace.
+// NetworkPolicies (client-go's, field-selected by name), one pair per
+// namespace or one for the whole cluster, keeping only what the reconciler
+// reads. No informer resyncs: the reconciler's own resync is the safety
+// net. They keep no watch-health state: the package doc says why that is
+// safe.
 type caches struct {
 	core    *core.Core
 	cluster bool
@@ -140,9 +131,8 @@ func (c *caches) shutdown() {
 }
 
 // fence returns what the cache says of ns's fence. Run starts no worker
-// before the caches have synced (start), so absent means the API server
-// said so: the policy was not in its list, or a delete was observed; and
-// decide reads the fence again before it suspends on absent (decideFresh).
+// before the caches have synced, so absent is the API server's word, which
+// decideFresh checks again before a suspension.
 func (c *caches) fence(ns string) liveFence {
 	// client-go's stores never fail a GetByKey.
 	o, _, _ := c.fences[c.scope(ns)].GetStore().GetByKey(ns + "/" + c.fenceName)
@@ -170,30 +160,29 @@ func (c *caches) keys(ns string) []types.NamespacedName {
 	if !c.serves[ns] {
 		return nil
 	}
-	objs, _ := c.sandboxes[c.scope(ns)].GetIndexer().ByIndex(cache.NamespaceIndex, ns)
-	out := make([]types.NamespacedName, 0, len(objs))
-	for _, o := range objs {
-		if key, ok := keyOf(o); ok {
+	keys, _ := c.sandboxes[c.scope(ns)].GetIndexer().IndexKeys(cache.NamespaceIndex, ns)
+	out := make([]types.NamespacedName, 0, len(keys))
+	for _, k := range keys {
+		if key, ok := split(k); ok {
 			out = append(out, key)
 		}
 	}
 	return out
 }
 
-// keyOf returns the workqueue key of an informer object, tombstones
+// keyOf returns the work queue key of an informer object, tombstones
 // included.
 func keyOf(o any) (types.NamespacedName, bool) {
-	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		if _, ok := t.Obj.(metav1.Object); !ok {
-			// A tombstone without its object still has its key.
-			ns, name, err := cache.SplitMetaNamespaceKey(t.Key)
-			return types.NamespacedName{Namespace: ns, Name: name}, err == nil && ns != "" && name != ""
-		}
-		o = t.Obj
-	}
-	m, ok := o.(metav1.Object)
-	if !ok {
+	k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o)
+	if err != nil {
 		return types.NamespacedName{}, false
 	}
-	return types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}, true
+	return split(k)
+}
+
+// split returns the work queue key of a store key; a sandbox's has a
+// namespace.
+func split(k string) (types.NamespacedName, bool) {
+	ns, name, err := cache.SplitMetaNamespaceKey(k)
+	return types.NamespacedName{Namespace: ns, Name: name}, err == nil && ns != "" && name != ""
 }

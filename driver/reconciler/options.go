@@ -3,7 +3,6 @@ package reconciler
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
@@ -43,9 +42,10 @@ type config struct {
 	writeQPS     float64
 	writeBurst   int
 	election     *LeaderElection
-	observers    []Observer
+	observers    observers
 	queueMetrics workqueue.MetricsProvider
-	cluster      *bool
+	// cluster, when not nil, overrides the choice of watches.
+	cluster *bool
 }
 
 func defaults() config {
@@ -149,7 +149,7 @@ func WithObserver(o Observer) Option {
 		if o == nil {
 			return errors.New("reconciler: WithObserver must not be nil")
 		}
-		if isNil(o) {
+		if core.IsNil(o) {
 			return fmt.Errorf("reconciler: WithObserver must not be nil, got a nil %T", o)
 		}
 		c.observers = append(c.observers, o)
@@ -169,7 +169,7 @@ func WithQueueMetrics(p workqueue.MetricsProvider) Option {
 		if p == nil {
 			return errors.New("reconciler: WithQueueMetrics must not be nil")
 		}
-		if isNil(p) {
+		if core.IsNil(p) {
 			return fmt.Errorf("reconciler: WithQueueMetrics must not be nil, got a nil %T", p)
 		}
 		c.queueMetrics = p
@@ -187,19 +187,4 @@ type Observer interface {
 	// ObserveAction is called with each action carried out and each
 	// failure, in passes and in Run's workers.
 	ObserveAction(ActionEvent)
-}
-
-// isNil reports whether v holds a nil pointer, map, slice, func, channel
-// or interface: a typed nil, which a nil check of the interface misses and
-// which would panic on the first call. The root module keeps its own copy
-// (STYLE rule 15: nothing is internal across modules).
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
 }

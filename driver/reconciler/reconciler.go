@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/internal/core"
@@ -55,23 +53,12 @@ type ActionEvent struct {
 }
 
 // Reconciler converges a driver's sandboxes with their namespaces'
-// fences. Construct it with [New]; the zero value is not usable.
-// [Reconciler.Run] is the event-driven controller; [Reconciler.Pass] is one
-// sweep from the API server, for a program that runs once. Its methods are
-// safe for concurrent use; a Run or Pass started while another is under way
-// fails with [ErrBusy].
+// fences. Construct it with [New]; the zero value is not usable. Its
+// methods are safe for concurrent use.
 type Reconciler struct {
-	core      *core.Core
-	period    time.Duration
-	grace     time.Duration
-	workers   int
-	limiter   *rate.Limiter // nil: no write limit
-	election  *LeaderElection
-	observers observers
-	metrics   workqueue.MetricsProvider
-	// cluster, when not nil, overrides the choice of watches
-	// (WithClusterWatch).
-	cluster *bool
+	config
+	core    *core.Core
+	limiter *rate.Limiter // nil: no write limit
 	log     logr.Logger
 
 	mu sync.Mutex
@@ -105,18 +92,13 @@ func New(d *driver.Driver, opts ...Option) (*Reconciler, error) {
 	if cr == nil {
 		return nil, errors.New("reconciler: New: the driver was not made by driver.New or driver.NewForClients")
 	}
-	r := &Reconciler{
-		core: cr, period: c.period, grace: c.grace, workers: c.workers, cluster: c.cluster,
-		election: c.election, observers: c.observers, metrics: c.queueMetrics, log: cr.Log,
-		written: map[types.NamespacedName][]string{},
-	}
+	r := &Reconciler{config: c, core: cr, log: cr.Log, written: map[types.NamespacedName][]string{}}
 	if c.writeBurst > 0 {
 		r.limiter = rate.NewLimiter(rate.Limit(c.writeQPS), c.writeBurst)
 	}
 	return r, nil
 }
 
-// observers calls each of its observers in turn.
 type observers []Observer
 
 func (os observers) ObservePass(s PassStats) {
@@ -135,10 +117,10 @@ func (os observers) ObserveAction(e ActionEvent) {
 // with a timeout of the same length or with another replica's resync.
 const jitter = 0.2
 
-// next returns the jittered wait before the next resync.
-func (r *Reconciler) next() time.Duration {
-	f := 1 + jitter*(2*rand.Float64()-1)
-	return time.Duration(float64(r.period) * f)
+// resyncWait returns the base and factor of wait.Jitter that draw each
+// wait between resyncs from period*(1±jitter).
+func (r *Reconciler) resyncWait() (time.Duration, float64) {
+	return time.Duration(float64(r.period) * (1 - jitter)), 2 * jitter / (1 - jitter)
 }
 
 // ErrBusy is the error of a [Reconciler.Run] or [Reconciler.Pass] started
@@ -146,7 +128,6 @@ func (r *Reconciler) next() time.Duration {
 // writer at a time, so that no sandbox is decided twice at once.
 var ErrBusy = errors.New("reconciler: a Run or a Pass is under way; only one writes at a time")
 
-// claim takes the writer's slot; unclaim gives it back.
 func (r *Reconciler) claim() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -163,13 +144,12 @@ func (r *Reconciler) unclaim() {
 	r.mu.Unlock()
 }
 
-// Pass runs one full sweep from the API server: for each namespace it
-// reads the fence and lists the sandboxes (paginated), decides for each
-// sandbox (see the package doc) and carries the actions out. It is for a program
-// that reconciles once; while a Run or another Pass is under way it fails
-// with [ErrBusy]. A namespace whose fence or sandboxes cannot be read is
-// skipped: nothing is decided from unknown state. The error joins every
-// failure of the pass; the stats count them.
+// Pass runs one sweep from the API server: for each namespace it reads the
+// fence and lists the sandboxes, decides for each and carries the actions
+// out. A namespace whose fence or sandboxes cannot be read is skipped:
+// nothing is decided from unknown state. The error joins every failure of
+// the pass; the stats count them. Beside a Run or another Pass it fails
+// with [ErrBusy].
 func (r *Reconciler) Pass(ctx context.Context) (PassStats, error) {
 	if err := r.claim(); err != nil {
 		return PassStats{}, err
@@ -253,8 +233,7 @@ func (r *Reconciler) reconcile(ctx context.Context, q *queue, s *core.Sandbox, l
 	}
 	r.mu.Unlock()
 	if wrote {
-		// The cache has not caught up with our own write; its event
-		// brings the sandbox back.
+		// The cache's event of our own write brings the sandbox back.
 		return action{}, nil
 	}
 	live, a, err := r.decideFresh(ctx, *s, live, now)
@@ -316,9 +295,6 @@ func (r *Reconciler) failed(t ActionType, err error) {
 // applied it returns the resourceVersions that predate it, nil when none
 // was, and whether the warning's Event was dropped.
 func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, now time.Time, a action) ([]string, bool, error) {
-	// The patches are guarded by resourceVersion: kubeadapter re-sends
-	// one whose connection failed (a copy after an applied one fails with
-	// 409, and is decided again).
 	var patched, resent bool
 	var fenceErr error
 	var before []string
@@ -375,8 +351,6 @@ func (r *Reconciler) act(ctx context.Context, s *core.Sandbox, live liveFence, n
 			"recordedFenceUID", s.Fence.UID, "recordedFenceGeneration", s.Fence.Generation,
 			"liveFenceUID", live.fence.UID, "liveFenceGeneration", live.fence.Generation}
 		if resent {
-			// The API server refused a second copy: the first, whose
-			// answer was lost, did the work.
 			kv = append(kv, "maybeAppliedByEarlierCopy", true)
 		}
 		r.log.Info("warning: "+a.Message, kv...)

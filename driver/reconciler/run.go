@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -18,32 +17,21 @@ import (
 const probeBackoffCap = 30 * time.Second
 
 // Run reconciles until ctx is done, driven by events, and returns ctx's
-// error. It probes the served Sandbox version, starts informers for the
-// gateway's sandboxes and fences (per namespace, or for the whole
-// cluster from 10 namespaces; see the package doc), and waits for their
-// caches to sync: until then nothing is decided. A fence event queues every
-// sandbox of its namespace; a sandbox event queues that sandbox; every
-// period (jittered) the resync queues every cached sandbox. Workers take
-// sandboxes off a rate-limited queue, which never hands one sandbox to two
-// workers at once, decide from the cache and write through
-// the resourceVersion-guarded patch; a failure queues the sandbox again
-// with backoff. While Run runs, a [Reconciler.Pass] or a second Run of
-// the same reconciler fails with [ErrBusy].
-//
-// With [WithLeaderElection], the caches run on every replica but only the
-// leader's workers run; a replica that loses the lease stops its workers
-// before it releases the lease.
+// error: it probes the Sandbox API, starts the informers, decides nothing
+// before their caches have synced, and then runs the workers and the
+// resync, with [WithLeaderElection] only while it leads. The package doc
+// says how. While Run runs, a [Reconciler.Pass] or a second Run of the same
+// reconciler fails with [ErrBusy].
 func (r *Reconciler) Run(ctx context.Context) error {
 	if err := r.claim(); err != nil {
 		return err
 	}
 	defer r.unclaim()
-	err := r.core.Probe(ctx)
 	// While the API server is down, or agent-sandbox is not installed or
-	// too old, try again after 1s, doubling up to probeBackoffCap: one log
-	// line each.
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: probeBackoffCap}
-	for err != nil {
+	// too old, probe again after 1s, doubling up to probeBackoffCap: one
+	// log line each. Steps runs out at the cap, where Step stays.
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 5, Cap: probeBackoffCap}
+	for err := r.core.Probe(ctx); err != nil; err = r.core.Probe(ctx) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -54,21 +42,18 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(after):
 		}
-		err = r.core.Probe(ctx)
 	}
 	cluster := r.clusterScope(ctx)
 	c := newCaches(r.core, cluster)
 	for _, inf := range c.fences {
-		// A failed list or watch that client-go hands to its handler is
-		// heard, though it leaves the cache as it was (see caches): an
-		// error to the observers, and client-go's log line on the
-		// reconciler's logger.
+		// A failed list or watch leaves the cache as it was; the observers
+		// hear it, and client-go logs it.
 		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, rf *cache.Reflector, err error) {
 			r.failed(ActionNone, fmt.Errorf("reconciler: watching the fences: %w", err))
 			cache.DefaultWatchErrorHandler(ctx, rf, err)
 		})
 	}
-	q := &queue{track: len(r.observers) > 0, metrics: r.metrics}
+	q := &queue{track: len(r.observers) > 0, metrics: r.queueMetrics}
 	for scope := range c.sandboxes {
 		if err := r.handle(c, q, scope); err != nil {
 			return err
@@ -79,8 +64,6 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		stopCaches()
 		c.shutdown()
 	}()
-	// The informers log through client-go's klog: to the reconciler's
-	// logger.
 	if err := c.start(klog.NewContext(cacheCtx, r.log)); err != nil {
 		return err
 	}
@@ -103,8 +86,8 @@ func (r *Reconciler) handle(c *caches, q *queue, scope string) error {
 		return key, ok && c.serves[key.Namespace]
 	}
 	sandboxes := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { q.addObject(served(o)) },
-		UpdateFunc: func(_, o any) { q.addObject(served(o)) },
+		AddFunc:    func(o any) { q.add(served(o)) },
+		UpdateFunc: func(_, o any) { q.add(served(o)) },
 		DeleteFunc: func(o any) {
 			if key, ok := served(o); ok {
 				r.mu.Lock()
@@ -138,9 +121,6 @@ func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
 	wq := q.open()
 	defer q.close()
 	all := q.namespace(c, false)
-	for _, ns := range c.served {
-		all(ns)
-	}
 	var wg sync.WaitGroup
 	for i := 0; i < r.workers; i++ {
 		wg.Go(func() {
@@ -148,22 +128,20 @@ func (r *Reconciler) lead(ctx context.Context, c *caches, q *queue) {
 			}
 		})
 	}
+	// Taking the lead queues every cached sandbox, and so does each
+	// resync after it, the safety net.
+	base, factor := r.resyncWait()
+	resync := false
 	wg.Go(func() {
-		for {
-			t := time.NewTimer(r.next())
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			// The safety net: every cached sandbox goes through the
-			// workers again.
+		wait.JitterUntilWithContext(ctx, func(context.Context) {
 			for _, ns := range c.served {
 				all(ns)
 			}
-			r.log.V(1).Info("resync queued every cached sandbox")
-		}
+			if resync {
+				r.log.V(1).Info("resync queued every cached sandbox")
+			}
+			resync = true
+		}, base, factor, true)
 	})
 	<-ctx.Done()
 	wq.ShutDown()
@@ -298,17 +276,12 @@ func (q *queue) settle(key types.NamespacedName) time.Time {
 	return at
 }
 
-func (q *queue) add(key types.NamespacedName) {
+// add queues key if ok, while a term's queue is open.
+func (q *queue) add(key types.NamespacedName, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.wq != nil {
+	if ok && q.wq != nil {
 		q.wq.Add(key)
-	}
-}
-
-func (q *queue) addObject(key types.NamespacedName, ok bool) {
-	if ok {
-		q.add(key)
 	}
 }
 

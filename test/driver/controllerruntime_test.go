@@ -14,7 +14,7 @@ import (
 
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/retry"
-	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/rig"
 	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/transport/transporttest"
 )
@@ -27,7 +27,7 @@ import (
 // method alone reported a bare conflict about the caller's own write. A
 // Create whose answer is cut is sent once.
 func TestControllerRuntimeUpdate(t *testing.T) {
-	admin := drivertest.Config(t)
+	admin := rig.Config(t)
 	cs, err := kubernetes.NewForConfig(admin)
 	require.NoError(t, err)
 	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cr-"}}, metav1.CreateOptions{})

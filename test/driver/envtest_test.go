@@ -26,7 +26,7 @@ import (
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
-	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/rig"
 	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/transport/transporttest"
 )
@@ -34,7 +34,7 @@ import (
 // observed reports whether the controller wrote conditions for the
 // sandbox's current generation, and the generation. It reads the sandbox
 // with a dynamic client, as it is stored, not through the driver.
-func observed(ctx context.Context, r *drivertest.Rig, name string) (bool, int64, error) {
+func observed(ctx context.Context, r *rig.Rig, name string) (bool, int64, error) {
 	dyn, err := dynamic.NewForConfig(r.Cfg)
 	if err != nil {
 		return false, 0, err
@@ -65,7 +65,7 @@ type sandboxPaths struct {
 }
 
 func (p *sandboxPaths) wrap(rt http.RoundTripper) http.RoundTripper {
-	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+	return rig.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if parts := strings.Split(req.URL.Path, "/"); req.Method == http.MethodPost && len(parts) > 6 && parts[1] == "apis" && parts[2] == "agents.x-k8s.io" && parts[6] == "sandboxes" {
 			p.mu.Lock()
 			p.versions[parts[3]] = true
@@ -81,7 +81,7 @@ func (p *sandboxPaths) wrap(rt http.RoundTripper) http.RoundTripper {
 // the Suspended condition beside Ready (agent-sandbox's API doc: Ready is
 // authoritative); delete removes it.
 func TestLifecycle(t *testing.T) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	ctx := context.Background()
 	paths := &sandboxPaths{versions: map[string]bool{}}
 	cfg := rest.CopyConfig(r.Cfg)
@@ -89,13 +89,13 @@ func TestLifecycle(t *testing.T) {
 	d, err := driver.New(cfg, "gw", []string{r.NS})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
-	s, err := d.Create(ctx, r.NS, "life", drivertest.AgentPod)
+	s, err := d.Create(ctx, r.NS, "life", rig.AgentPod)
 	require.NoError(t, err)
 	paths.mu.Lock()
 	assert.Equal(t, map[string]bool{"v1beta1": true}, paths.versions, "the driver speaks v1beta1")
 	paths.mu.Unlock()
 	assert.Equal(t, driver.PhaseStarting, s.Phase)
-	drivertest.WaitPhase(t, d, r.NS, "life", driver.PhaseReady)
+	rig.WaitPhase(t, d, r.NS, "life", driver.PhaseReady)
 
 	// Hold the pod's deletion, so that Stopping is observed for what it is.
 	r.Kubelet.Hold("life")
@@ -106,20 +106,20 @@ func TestLifecycle(t *testing.T) {
 	require.Eventually(t, func() bool {
 		pod, err := r.CS.CoreV1().Pods(r.NS).Get(ctx, "life", metav1.GetOptions{})
 		return err == nil && pod.DeletionTimestamp != nil
-	}, drivertest.Settle, 20*time.Millisecond, "the controller deletes the pod")
+	}, rig.Settle, 20*time.Millisecond, "the controller deletes the pod")
 	// Once the controller has observed the stop, the phase comes from
 	// what it wrote, not from the intent alone.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		ok, gen, err := observed(ctx, r, "life")
 		require.NoError(c, err)
 		assert.True(c, ok, "conditions of generation %d", gen)
-	}, drivertest.Settle, 20*time.Millisecond)
+	}, rig.Settle, 20*time.Millisecond)
 	s, err = d.Get(ctx, r.NS, "life")
 	require.NoError(t, err)
 	assert.Equal(t, driver.PhaseStopping, s.Phase, "the pod is still terminating")
 	assert.Equal(t, sandboxv1beta1.SandboxReasonSuspendedPodTerminating, s.Reason)
 	r.Kubelet.Release("life")
-	drivertest.WaitPhase(t, d, r.NS, "life", driver.PhaseStopped)
+	rig.WaitPhase(t, d, r.NS, "life", driver.PhaseStopped)
 
 	s, err = d.Start(ctx, r.NS, "life")
 	require.NoError(t, err)
@@ -134,7 +134,7 @@ func TestLifecycle(t *testing.T) {
 			seen = append(seen, got.Phase)
 		}
 		assert.Equal(c, driver.PhaseReady, got.Phase)
-	}, drivertest.Settle, 5*time.Millisecond, "the started sandbox never reached Ready")
+	}, rig.Settle, 5*time.Millisecond, "the started sandbox never reached Ready")
 	assert.NotContains(t, seen, driver.PhaseStopped, "phases after the start: %v", seen)
 	cs, err := versioned.NewForConfig(r.Cfg)
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestLifecycle(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := d.Get(ctx, r.NS, "life")
 		return driver.KindOf(err) == driver.KindNotFound
-	}, drivertest.Settle, 20*time.Millisecond)
+	}, rig.Settle, 20*time.Millisecond)
 }
 
 // conditionOf returns the condition of type t, or nil.
@@ -170,19 +170,19 @@ func conditionOf(conds []metav1.Condition, t sandboxv1beta1.ConditionType) *meta
 // does not own is never deleted by the controller; the stop cannot
 // complete, and the driver says so instead of reporting Stopping forever.
 func TestPodNotOwnedStopFails(t *testing.T) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	ctx := context.Background()
 	_, err := r.CS.CoreV1().Pods(r.NS).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "squatted"},
-		Spec:       drivertest.AgentPod.Spec,
+		Spec:       rig.AgentPod.Spec,
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	d := r.Driver(t, nil)
-	_, err = d.Create(ctx, r.NS, "squatted", drivertest.AgentPod)
+	_, err = d.Create(ctx, r.NS, "squatted", rig.AgentPod)
 	require.NoError(t, err)
 	_, err = d.Stop(ctx, r.NS, "squatted")
 	require.NoError(t, err, "the controller has not yet seen the stop")
-	s := drivertest.WaitPhase(t, d, r.NS, "squatted", driver.PhaseError)
+	s := rig.WaitPhase(t, d, r.NS, "squatted", driver.PhaseError)
 	assert.Equal(t, sandboxv1beta1.SandboxReasonSuspendedPodNotOwned, s.Reason)
 	_, err = d.Stop(ctx, r.NS, "squatted")
 	assert.Equal(t, driver.KindPrecondition, driver.KindOf(err))
@@ -192,7 +192,7 @@ func TestPodNotOwnedStopFails(t *testing.T) {
 // TestCRDRequiresPodTemplate: the real CRD rejects a sandbox without a
 // container, which is why Create checks it before sending anything.
 func TestCRDRequiresPodTemplate(t *testing.T) {
-	cfg := drivertest.Config(t)
+	cfg := rig.Config(t)
 	cs, err := versioned.NewForConfig(cfg)
 	require.NoError(t, err)
 	_, err = cs.AgentsV1beta1().Sandboxes("default").Create(context.Background(), &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}, metav1.CreateOptions{})
@@ -206,7 +206,7 @@ func TestCRDRequiresPodTemplate(t *testing.T) {
 // which client-go does not share through its transport cache, each
 // clientset had a pool and a connection of its own.
 func TestOnePool(t *testing.T) {
-	r := drivertest.NewRig(t, drivertest.Config(t))
+	r := rig.New(t, rig.Config(t))
 	cfg, proxy := kubetest.Proxied(t, r.Cfg)
 	d, err := driver.New(cfg, "gw", []string{r.NS})
 	require.NoError(t, err)
@@ -214,7 +214,7 @@ func TestOnePool(t *testing.T) {
 	ctx := context.Background()
 	// A create reads the fence through the core clientset and writes
 	// through the Sandbox one.
-	_, err = d.Create(ctx, r.NS, "pooled", drivertest.AgentPod)
+	_, err = d.Create(ctx, r.NS, "pooled", rig.AgentPod)
 	require.NoError(t, err)
 	_, err = d.Get(ctx, r.NS, "pooled")
 	require.NoError(t, err)
@@ -226,7 +226,7 @@ func TestOnePool(t *testing.T) {
 // instead of sending it, if not nil.
 func onRequest(method string, f func(req *http.Request, rt http.RoundTripper) (*http.Response, error)) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return rig.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if req.Method == method && strings.Contains(req.URL.Path, "/sandboxes/") {
 				return f(req, rt)
 			}
@@ -241,11 +241,11 @@ func onRequest(method string, f func(req *http.Request, rt http.RoundTripper) (*
 // connection facts; the PATCH was retried, since Stop marks it
 // idempotent.
 func TestErrorKeepsChain(t *testing.T) {
-	r := drivertest.NewRig(t, drivertest.Config(t))
+	r := rig.New(t, rig.Config(t))
 	ctx := context.Background()
 	// Created through a driver of the default timeout: the API server can
 	// take seconds over its first writes on a busy machine.
-	_, err := r.Driver(t, nil).Create(ctx, r.NS, "held", drivertest.AgentPod)
+	_, err := r.Driver(t, nil).Create(ctx, r.NS, "held", rig.AgentPod)
 	require.NoError(t, err)
 
 	cfg, proxy := kubetest.Proxied(t, r.Cfg)
@@ -284,7 +284,7 @@ func TestErrorKeepsChain(t *testing.T) {
 // TestDeleteGoneIsSuccess: the first DELETE runs but its answer is lost;
 // the retried DELETE finds the sandbox gone, which is success.
 func TestDeleteGoneIsSuccess(t *testing.T) {
-	r := drivertest.NewRig(t, drivertest.Config(t))
+	r := rig.New(t, rig.Config(t))
 	cfg := rest.CopyConfig(r.Cfg)
 	var mu sync.Mutex
 	var answers []int
@@ -308,7 +308,7 @@ func TestDeleteGoneIsSuccess(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	ctx := context.Background()
-	_, err = d.Create(ctx, r.NS, "gone", drivertest.AgentPod)
+	_, err = d.Create(ctx, r.NS, "gone", rig.AgentPod)
 	require.NoError(t, err)
 	require.NoError(t, d.Delete(ctx, r.NS, "gone"))
 	mu.Lock()
@@ -320,7 +320,7 @@ func TestDeleteGoneIsSuccess(t *testing.T) {
 // the same name between the driver's read and its DELETE is not deleted:
 // the API server refuses the DELETE's uid precondition.
 func TestDeleteSparesRecreated(t *testing.T) {
-	r := drivertest.NewRig(t, drivertest.Config(t))
+	r := rig.New(t, rig.Config(t))
 	cs, err := versioned.NewForConfig(r.Cfg)
 	require.NoError(t, err)
 	cfg := rest.CopyConfig(r.Cfg)
@@ -348,7 +348,7 @@ func TestDeleteSparesRecreated(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	ctx := context.Background()
-	_, err = d.Create(ctx, r.NS, "again", drivertest.AgentPod)
+	_, err = d.Create(ctx, r.NS, "again", rig.AgentPod)
 	require.NoError(t, err)
 	err = d.Delete(ctx, r.NS, "again")
 	require.Error(t, err)

@@ -3,9 +3,9 @@ package driver_test
 import (
 	"testing"
 
-	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/rig"
 )
 
 func TestMain(m *testing.M) {
-	drivertest.Main(m)
+	rig.Main(m)
 }

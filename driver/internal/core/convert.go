@@ -30,7 +30,6 @@ func fromMeta(m *metav1.ObjectMeta) Sandbox {
 		ResourceVersion: m.ResourceVersion,
 		Generation:      m.Generation,
 		Deleting:        m.DeletionTimestamp != nil,
-		labels:          m.Labels,
 	}
 	ann := m.Annotations
 	if uid := ann[AnnotationFenceUID]; uid != "" {

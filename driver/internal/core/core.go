@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -110,35 +112,34 @@ var v1alpha1 = schema.GroupVersion{Group: sandboxv1beta1.GroupVersion.Group, Ver
 // Sandboxes only as v1alpha1: agent-sandbox v0.4.x or earlier.
 var ErrV1alpha1Only = fmt.Errorf("the API server serves %s sandboxes only (agent-sandbox v0.4.x or earlier); the driver speaks %s: upgrade agent-sandbox to v0.5.x, which serves both, then to v1.0 (agent-sandbox's docs/api-migration-guide.md)", v1alpha1, sandboxv1beta1.GroupVersion)
 
-// Probe checks, once, that the API server serves v1beta1 Sandboxes
-// (agent-sandbox v0.5.0 and later), with a list of at most one of the
-// gateway's sandboxes, which the driver may do anyway: the API server
-// answers 404 for a version it does not serve. On a 404 it asks discovery
-// whether v1alpha1 alone is served, to say how to upgrade. A failed probe
-// is not remembered.
+// Probe checks, once, that discovery lists v1beta1 Sandboxes (agent-sandbox
+// v0.5.0 and later); when it does not, whether it lists v1alpha1 alone, to
+// say how to upgrade. A failed probe is not remembered. Discovery takes no
+// context before client-go v0.37 (the driver supports v0.36): the stack's
+// per-attempt timeout bounds each request.
 func (c *Core) Probe(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.probed {
 		return nil
 	}
-	_, err := c.Sandboxes.AgentsV1beta1().Sandboxes(c.Namespaces[0]).List(ctx, metav1.ListOptions{LabelSelector: c.Selector(), Limit: 1})
-	switch {
-	case err == nil:
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, gv := range []schema.GroupVersion{sandboxv1beta1.GroupVersion, v1alpha1} {
+		l, err := c.Sandboxes.Discovery().ServerResourcesForGroupVersion(gv.String())
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("probing %s: %w", gv, err)
+		case !slices.ContainsFunc(l.APIResources, func(r metav1.APIResource) bool { return r.Name == "sandboxes" }):
+			continue
+		case gv == v1alpha1:
+			return ErrV1alpha1Only
+		}
 		c.probed = true
 		return nil
-	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("probing %s: %w", sandboxv1beta1.GroupVersion, err)
-	}
-	// Discovery takes no context before client-go v0.37 (the driver supports
-	// v0.36); the stack's per-attempt timeout
-	// bounds it, and it is made only on a cluster without v1beta1.
-	_, err = c.Sandboxes.Discovery().ServerResourcesForGroupVersion(v1alpha1.String())
-	switch {
-	case err == nil:
-		return ErrV1alpha1Only
-	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("probing %s: %w", v1alpha1, err)
 	}
 	return ErrNotInstalled
 }
@@ -181,7 +182,7 @@ func View(o any) (Sandbox, bool) {
 }
 
 // Lean is the reconciler's informer transform: it replaces a Sandbox with
-// the view the reconciler decides from, without the conditions and labels
+// the view the reconciler decides from, without the conditions
 // it derived the phase from and the reconciler does not read, and without
 // the rest of the object (managedFields, the pod template, other
 // annotations). The driver's operations read the API server, never this
@@ -195,7 +196,7 @@ func Lean(o any) (any, error) {
 	if !ok {
 		return o, nil
 	}
-	s.Conditions, s.labels = nil, nil
+	s.Conditions = nil
 	return &cached{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion}, view: s}, nil
 }
 
@@ -214,4 +215,19 @@ func (e *cached) DeepCopyObject() runtime.Object {
 	out := &cached{view: e.view}
 	e.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return out
+}
+
+// IsNil reports whether v is nil or holds a nil pointer, map, slice, func,
+// channel or interface: a typed nil, which a nil check of the interface
+// misses and which would panic on the first call. The root module keeps
+// its own copy (STYLE rule 15: nothing is internal across modules).
+func IsNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -49,7 +49,7 @@ func TestLean(t *testing.T) {
 	want, ok := View(o)
 	require.True(t, ok)
 	require.NotEmpty(t, want.Phase)
-	want.Conditions, want.labels = nil, nil
+	want.Conditions = nil
 	lean, err := Lean(o)
 	require.NoError(t, err)
 	e, ok := lean.(*cached)

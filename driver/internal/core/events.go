@@ -29,15 +29,10 @@ var scheme = func() *runtime.Scheme {
 // server's NoteLengthLimit); a longer one would cost the whole Event.
 const maxNote = 1024
 
-// recorder records events.k8s.io/v1 Events through client-go's events
-// broadcaster, which writes each in the background and folds repeats of
-// one Event into a series. It writes through a clientset of its own, as
-// the kubelet does, limited to the event limit. Events are best effort,
-// as in Kubernetes: one over the limit is dropped at once rather than
-// queued, so that every Event written goes out within moments of the
-// write it explains. Drops are counted, and logged at most once a minute
-// with their count. It starts with the first Event, so a driver that
-// records none runs no goroutine.
+// recorder records Events through client-go's events broadcaster, as the
+// driver's package doc says. Drops over the limit are logged at most once
+// a minute with their count. It starts with the first Event, so a driver
+// that records none runs no goroutine.
 type recorder struct {
 	kube      kubernetes.Interface
 	component string

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -49,7 +51,10 @@ func (c *Core) Update(ctx context.Context, ns, name string, current *Sandbox, de
 			if err != nil {
 				return err
 			}
-			out, err = c.mergePatch(ctx, ns, name, body)
+			o, err := c.sandboxes(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+			if err == nil {
+				out = fromV1beta1(o)
+			}
 			return err
 		}()
 		if apierrors.IsConflict(last) {

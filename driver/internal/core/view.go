@@ -23,6 +23,7 @@ const (
 // Phase is a sandbox's state as the driver reports it.
 type Phase string
 
+// The phases; driver's docs explain them.
 const (
 	PhaseUnknown      Phase = "Unknown"
 	PhaseProvisioning Phase = "Provisioning"
@@ -31,10 +32,8 @@ const (
 	PhaseStopping     Phase = "Stopping"
 	PhaseStopped      Phase = "Stopped"
 	PhaseDeleting     Phase = "Deleting"
-	// PhaseFinished is terminal and not a failure: the pod succeeded, or
-	// the sandbox expired and its object is retained.
-	PhaseFinished Phase = "Finished"
-	PhaseError    Phase = "Error"
+	PhaseFinished     Phase = "Finished"
+	PhaseError        Phase = "Error"
 )
 
 // Fence identifies a fence NetworkPolicy: the pair the API server assigns.
@@ -44,35 +43,26 @@ type Fence struct {
 }
 
 // Sandbox is the driver's view of a Sandbox resource: what package driver
-// reports and package reconciler decides from.
+// reports (its fields' docs are driver.Sandbox's) and package reconciler
+// decides from.
 type Sandbox struct {
 	Namespace       string
 	Name            string
 	UID             types.UID
 	ResourceVersion string
 	Generation      int64
-	// Running is the intent: spec.operatingMode Running.
-	Running  bool
-	Deleting bool
-	// Fence is the pair recorded at admission; zero if none was.
-	Fence Fence
+	Running         bool
+	Deleting        bool
+	Fence           Fence
 	// BootstrapStarted is when the last create or start began; zero when no
 	// bootstrap is in progress.
 	BootstrapStarted time.Time
 	// HasStatus reports whether the controller has written any status.
 	HasStatus  bool
 	Conditions []metav1.Condition
-	// Phase is derived from the intent and the conditions the controller
-	// wrote for the current generation; see the package doc.
-	Phase Phase
-	// Reason and Message explain Phase: the reason and message of the
-	// current condition it was derived from, for example PodNotOwned for a
-	// stop that cannot complete. Empty when the phase comes from intent
-	// alone (the controller has not yet observed the last change).
-	Reason  string
-	Message string
-
-	labels map[string]string
+	Phase      Phase
+	Reason     string
+	Message    string
 }
 
 // condition returns the condition of type t that describes the current
@@ -94,47 +84,15 @@ func (s *Sandbox) condition(t sandboxv1beta1.ConditionType) *metav1.Condition {
 	return nil
 }
 
-// derive derives a sandbox's phase from its intent and the conditions
-// the controller wrote for the current generation. It is pure. The first
-// match wins:
-//
-//	deletionTimestamp set                                   Deleting
-//	no status, bootstrap in progress                        Starting
-//	no status                                               Unknown
-//	no current condition (the controller has not observed
-//	the last stop or start)                                 Starting or Stopping, by intent
-//
-//	intent stopped (operatingMode Suspended):
-//	  Ready=False SandboxExpired                            Finished
-//	  Suspended=True                                        Stopped
-//	  Suspended=False PodNotOwned (the stop cannot finish)  Error
-//	  Suspended=False PodTerminating or PodNotTerminated    Stopping
-//	  no current Suspended                                  Stopping
-//	  Suspended with another reason (PodStateUnknown: the
-//	  controller could not read the pod)                    Unknown
-//
-//	intent running (operatingMode Running):
-//	  Ready=True                                            Ready
-//	  Finished=True PodSucceeded                            Finished
-//	  Finished=True PodFailed                               Error
-//	  Ready=False PodSucceeded or SandboxExpired            Finished
-//	  Ready=False PodFailed or MultiplePods                 Error
-//	  not ready yet (no Ready; Ready=False
-//	  DependenciesNotReady, ReconcilerError, or
-//	  SandboxSuspended before the controller starts the
-//	  pod again), bootstrap in progress                     Starting
-//	  not ready yet, no bootstrap                           Provisioning
-//	  Ready=False, a reason not listed here                 Unknown
-//
-// The intent decides which conditions count, so that a lingering
+// derive derives a sandbox's phase from its intent and the conditions the
+// controller wrote for the current generation, by the table of
+// docs/agent-sandbox.md in the repository; the first match wins. It is
+// pure. The intent decides which conditions count, so that a lingering
 // condition is never read as the live state: agent-sandbox keeps the
-// Suspended condition after a resume (v1.0's API doc: consumers treat
-// Ready as authoritative), v0.5.0 to v0.5.3 with Status True. A running
-// sandbox is never Stopped, whatever Suspended says, and a stopped one
-// is Stopped only on Suspended=True. A reason the driver does not know
-// is reported as Unknown with that reason and message, never guessed
-// into a failure or a success: the reconciler acts on neither.
-// It returns the phase and the condition that decided it, if any.
+// Suspended condition after a resume (v0.5.0 to v0.5.3 with Status True).
+// A reason the driver does not know is Unknown, never guessed into a
+// failure or a success: the reconciler acts on neither. It returns the
+// phase and the condition that decided it, if any.
 func derive(s *Sandbox) (Phase, *metav1.Condition) {
 	if s.Deleting {
 		return PhaseDeleting, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,12 @@ const (
 	AnnBootstrap = "kubewire.io/bootstrap-started"
 )
 
+// Settle bounds waits for the controller; they end as soon as it acts.
+const Settle = 30 * time.Second
+
+// AgentPod is a pod template the CRD accepts.
+var AgentPod = sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}}}
+
 // Fake is a driver's world on client-go's fake clientsets: agent-sandbox's
 // generated fake for the sandboxes, client-go's for the rest. One reactor
 // adds what the driver's guarded patch relies on and the fake tracker
@@ -58,7 +65,8 @@ type Fake struct {
 // NewFake returns an empty fake serving v1beta1.
 func NewFake(t testing.TB) *Fake {
 	t.Helper()
-	f := &Fake{Version: sandboxv1beta1.GroupVersion.Version, Sandboxes: sandboxfake.NewSimpleClientset(), Kube: kubefake.NewSimpleClientset(), rv: 100}
+	f := &Fake{Sandboxes: sandboxfake.NewSimpleClientset(), Kube: kubefake.NewSimpleClientset(), rv: 100}
+	f.Serve(sandboxv1beta1.GroupVersion.Version)
 	f.Sandboxes.PrependReactor("*", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if v := a.GetResource().Version; v != f.Version {
 			return true, nil, apierrors.NewNotFound(a.GetResource().GroupResource(), "")
@@ -77,12 +85,12 @@ func NewFake(t testing.TB) *Fake {
 	return f
 }
 
-// Serve makes f serve Sandboxes as version only: "v1alpha1", as
-// agent-sandbox v0.4.x does, which its discovery then lists, or "" for
-// none, as an API server without agent-sandbox. Call it before the clients
-// are used.
+// Serve makes f serve Sandboxes as version only, and its discovery list
+// them: "v1alpha1", as agent-sandbox v0.4.x does, or "" for none, as an
+// API server without agent-sandbox. Call it before the clients are used.
 func (f *Fake) Serve(version string) {
 	f.Version = version
+	f.Sandboxes.Resources = nil
 	if version != "" {
 		f.Sandboxes.Resources = []*metav1.APIResourceList{{
 			GroupVersion: sandboxv1beta1.GroupVersion.Group + "/" + version,
@@ -222,6 +230,47 @@ func (f *Fake) Mutations() int {
 		}
 	}
 	return n
+}
+
+// Actions returns the requests of verb on resource the clients sent:
+// agent-sandbox's clientset's, then client-go's, each in order.
+func (f *Fake) Actions(verb, resource string) []k8stesting.Action {
+	var out []k8stesting.Action
+	for _, a := range append(f.Sandboxes.Actions(), f.Kube.Actions()...) {
+		if a.GetVerb() == verb && a.GetResource().Resource == resource {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Requests counts every request the clients sent.
+func (f *Fake) Requests() int { return len(f.Sandboxes.Actions()) + len(f.Kube.Actions()) }
+
+// Limits returns the limit of each list of sandboxes sent, in order: one
+// a page.
+func (f *Fake) Limits() []int64 {
+	var out []int64
+	for _, a := range f.Actions("list", "sandboxes") {
+		if l, ok := a.(k8stesting.ListActionImpl); ok {
+			out = append(out, l.ListOptions.Limit)
+		}
+	}
+	return out
+}
+
+// Running reports the intent of the stored sandbox ns/name:
+// spec.operatingMode Running. It may be called from any goroutine.
+func (f *Fake) Running(ns, name string) (bool, error) {
+	o, err := f.Sandboxes.Tracker().Get(f.resource(), ns, name)
+	if err != nil {
+		return false, err
+	}
+	s, ok := o.(*sandboxv1beta1.Sandbox)
+	if !ok {
+		return false, fmt.Errorf("drivertest: %s/%s is a %T, not a sandbox", ns, name, o)
+	}
+	return s.Spec.OperatingMode != sandboxv1beta1.SandboxOperatingModeSuspended, nil
 }
 
 // Sandbox returns the stored sandbox ns/name.

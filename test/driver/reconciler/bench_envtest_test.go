@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/rig"
 )
 
 // benchRig creates n running sandboxes of gateway "gw" in a fresh
@@ -26,7 +26,7 @@ import (
 // reconciler leaves alone.
 func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.Clientset, f fence) {
 	b.Helper()
-	cfg = drivertest.Config(b)
+	cfg = rig.Config(b)
 	cfg.QPS, cfg.Burst = -1, 0
 	kube := mustKube(b, cfg)
 	nsObj, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}}, metav1.CreateOptions{})
@@ -40,13 +40,13 @@ func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.C
 	}
 	defer d.Close()
 	// The fence, created the way the driver creates it.
-	if _, err := d.Create(context.Background(), ns, "probe", drivertest.AgentPod); err != nil {
+	if _, err := d.Create(context.Background(), ns, "probe", rig.AgentPod); err != nil {
 		b.Fatal(err)
 	}
 	if err := d.Delete(context.Background(), ns, "probe"); err != nil {
 		b.Fatal(err)
 	}
-	np, err := kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), drivertest.FenceName, metav1.GetOptions{})
+	np, err := kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), rig.FenceName, metav1.GetOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,13 +67,13 @@ func benchRig(b *testing.B, n int) (cfg *rest.Config, ns string, cs *versioned.C
 				}
 				s := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{
 					Name: fmt.Sprintf("sb-%05d", i), Namespace: ns,
-					Labels: map[string]string{driver.LabelManagedBy: drivertest.DriverName, driver.LabelGateway: "gw"},
+					Labels: map[string]string{driver.LabelManagedBy: rig.DriverName, driver.LabelGateway: "gw"},
 					Annotations: map[string]string{
-						drivertest.AnnFenceUID: string(f.UID),
-						drivertest.AnnFenceGen: strconv.FormatInt(f.Generation, 10),
+						rig.AnnFenceUID: string(f.UID),
+						rig.AnnFenceGen: strconv.FormatInt(f.Generation, 10),
 					},
 				}}
-				s.Spec.PodTemplate = drivertest.AgentPod
+				s.Spec.PodTemplate = rig.AgentPod
 				if _, err := cs.AgentsV1beta1().Sandboxes(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 					failed.Store(err)
 					return
@@ -104,8 +104,8 @@ func heap() uint64 {
 func BenchmarkRunIdle(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("sandboxes=%d", n), func(b *testing.B) {
-			rig, ns, _, _ := benchRig(b, n)
-			cfg := userConfig(rig)
+			base, ns, _, _ := benchRig(b, n)
+			cfg := userConfig(base)
 			var count watchCounter
 			cfg.Wrap(count.wrap)
 			d, err := driver.New(cfg, "gw", []string{ns})

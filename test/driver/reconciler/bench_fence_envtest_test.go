@@ -35,7 +35,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/reconciler"
-	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/rig"
 )
 
 // BenchmarkFenceChangeCeiling: a fence change over 10,000 running
@@ -403,20 +403,20 @@ func (rg *fenceRig) reconcilerSuspend(b *testing.B) fenceRun {
 	return fenceRun{took: took, first: at.Sub(changed), cpu: cpu, delays: w.eventDelays(), dropped: dropped.Load(), p99: w.answered(start, 0.99)}
 }
 
-// compact compacts etcd's history off the clock (drivertest.CompactEtcd)
+// compact compacts etcd's history off the clock (rig.CompactEtcd)
 // and logs what that took: the cost the API server's own compaction
 // would otherwise put into a timed run.
 func (rg *fenceRig) compact(b *testing.B) {
 	b.Helper()
 	cpu0, start := serverCPU(), time.Now()
-	drivertest.CompactEtcd(b)
+	rig.CompactEtcd(b)
 	b.Logf("etcd compacted off the clock in %s (API server and etcd CPU %s)", time.Since(start).Round(time.Millisecond), (serverCPU() - cpu0).Round(time.Millisecond))
 }
 
 // nextFence returns the fence policy with its spec changed, off the clock.
 func (rg *fenceRig) nextFence(b *testing.B) *networkingv1.NetworkPolicy {
 	b.Helper()
-	np, err := rg.kube.NetworkingV1().NetworkPolicies(rg.ns).Get(context.Background(), drivertest.FenceName, metav1.GetOptions{})
+	np, err := rg.kube.NetworkingV1().NetworkPolicies(rg.ns).Get(context.Background(), rig.FenceName, metav1.GetOptions{})
 	require.NoError(b, err)
 	// At most two policy types: toggle Ingress beside the fence's Egress.
 	if len(np.Spec.PolicyTypes) == 1 {
@@ -500,7 +500,7 @@ const defaultWorkers = 8
 func suspendBody(rv string) []byte {
 	var p sandboxPatch
 	p.Metadata.ResourceVersion = rv
-	p.Metadata.Annotations = map[string]*string{drivertest.AnnBootstrap: nil}
+	p.Metadata.Annotations = map[string]*string{rig.AnnBootstrap: nil}
 	p.Spec.OperatingMode = "Suspended"
 	return mustJSON(p)
 }
@@ -512,7 +512,7 @@ func admitBody(rv string, f fence) []byte {
 	uid, gen := string(f.UID), strconv.FormatInt(f.Generation, 10)
 	var p sandboxPatch
 	p.Metadata.ResourceVersion = rv
-	p.Metadata.Annotations = map[string]*string{drivertest.AnnFenceUID: &uid, drivertest.AnnFenceGen: &gen}
+	p.Metadata.Annotations = map[string]*string{rig.AnnFenceUID: &uid, rig.AnnFenceGen: &gen}
 	p.Spec.OperatingMode = "Running"
 	return mustJSON(p)
 }
@@ -569,7 +569,7 @@ func newPatchWatch(n int) *patchWatch {
 }
 
 func (w *patchWatch) wrap(rt http.RoundTripper) http.RoundTripper {
-	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+	return rig.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if strings.HasPrefix(req.URL.Path, "/apis/events.k8s.io/") {
 			// client-go sends Events as protobuf: decode them as it does.
 			var regarding string

@@ -21,7 +21,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/reconciler"
-	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/rig"
 )
 
 // BenchmarkNamespaces: the idle reconciler of a gateway that serves 1, 100
@@ -106,7 +106,7 @@ func runIdle(b *testing.B, d *driver.Driver, sent, open func() int64, cluster *b
 type watchCounter struct{ requests, open atomic.Int64 }
 
 func (w *watchCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+	return rig.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		w.requests.Add(1)
 		resp, err := rt.RoundTrip(req)
 		if err != nil || !watching(req.URL.Query()) {
@@ -135,7 +135,7 @@ func (c *closeCounter) Close() error {
 // the reconciler leaves alone.
 func scaleRig(b testing.TB, gw string, n, perNamespace int) (*rest.Config, []string) {
 	b.Helper()
-	cfg := drivertest.Config(b)
+	cfg := rig.Config(b)
 	cfg.QPS, cfg.Burst = -1, 0
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -154,7 +154,7 @@ func scaleRig(b testing.TB, gw string, n, perNamespace int) (*rest.Config, []str
 		}
 		namespaces[i] = ns.Name
 		np, err := kube.NetworkingV1().NetworkPolicies(ns.Name).Create(ctx, &networkingv1.NetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: drivertest.FenceName, Labels: map[string]string{driver.LabelManagedBy: drivertest.DriverName}},
+			ObjectMeta: metav1.ObjectMeta{Name: rig.FenceName, Labels: map[string]string{driver.LabelManagedBy: rig.DriverName}},
 			Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}},
 		}, metav1.CreateOptions{})
 		if err != nil {
@@ -163,13 +163,13 @@ func scaleRig(b testing.TB, gw string, n, perNamespace int) (*rest.Config, []str
 		for j := 0; j < perNamespace; j++ {
 			s := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{
 				Name:   fmt.Sprintf("sb-%d", j),
-				Labels: map[string]string{driver.LabelManagedBy: drivertest.DriverName, driver.LabelGateway: gw},
+				Labels: map[string]string{driver.LabelManagedBy: rig.DriverName, driver.LabelGateway: gw},
 				Annotations: map[string]string{
-					drivertest.AnnFenceUID: string(np.UID),
-					drivertest.AnnFenceGen: strconv.FormatInt(np.Generation, 10),
+					rig.AnnFenceUID: string(np.UID),
+					rig.AnnFenceGen: strconv.FormatInt(np.Generation, 10),
 				},
 			}}
-			s.Spec.PodTemplate = drivertest.AgentPod
+			s.Spec.PodTemplate = rig.AgentPod
 			if _, err := cs.AgentsV1beta1().Sandboxes(ns.Name).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 				return err
 			}

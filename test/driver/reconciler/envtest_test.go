@@ -20,7 +20,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/reconciler"
-	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/rig"
 	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/transport/transporttest"
 )
@@ -28,14 +28,14 @@ import (
 // TestStartStuckIsRolledBack: a start the scheduler cannot place is
 // Starting while it waits; past the bootstrap grace the reconciler
 // suspends it (never deletes it), with a warning.
-func TestStartStuckIsRolledBack(t *testing.T) { startStuck(t, drivertest.CurrentRig(t)) }
+func TestStartStuckIsRolledBack(t *testing.T) { startStuck(t, rig.Current(t)) }
 
-func startStuck(t *testing.T, r *drivertest.Rig) {
+func startStuck(t *testing.T, r *rig.Rig) {
 	ctx := context.Background()
 	r.Kubelet.Set("stuck", kubetest.PodUnschedulable)
-	var l drivertest.Logs
+	var l rig.Logs
 	d := r.Driver(t, nil, driver.WithLogger(l.Logger()))
-	_, err := d.Create(ctx, r.NS, "stuck", drivertest.AgentPod)
+	_, err := d.Create(ctx, r.NS, "stuck", rig.AgentPod)
 	require.NoError(t, err)
 	var s driver.Sandbox
 	// The controller mirrors the pod's PodScheduled (v0.5.6 and later): a
@@ -45,7 +45,7 @@ func startStuck(t *testing.T, r *drivertest.Rig) {
 		s, err = d.Get(ctx, r.NS, "stuck")
 		require.NoError(c, err)
 		assert.Equal(c, corev1.PodReasonUnschedulable, s.Reason)
-	}, drivertest.Settle, 20*time.Millisecond)
+	}, rig.Settle, 20*time.Millisecond)
 	assert.Equal(t, driver.PhaseStarting, s.Phase)
 
 	rec := newReconciler(t, d, reconciler.WithBootstrapGrace(time.Hour))
@@ -59,7 +59,7 @@ func startStuck(t *testing.T, r *drivertest.Rig) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, stats.Actions)
 	assert.Equal(t, 1, l.Count("warning: sandbox did not start within the bootstrap grace period"), "a rollback warns")
-	s = drivertest.WaitPhase(t, d, r.NS, "stuck", driver.PhaseStopped)
+	s = rig.WaitPhase(t, d, r.NS, "stuck", driver.PhaseStopped)
 	assert.False(t, s.Running)
 }
 
@@ -67,26 +67,26 @@ func startStuck(t *testing.T, r *drivertest.Rig) {
 // and 2 running sandboxes; the fence's generation moves; pass 1 writes
 // once to each running sandbox and to no suspended one, with one Event per
 // transition; passes 2 and 3 write nothing and warn about nothing.
-func seedRegression(t *testing.T, r *drivertest.Rig) {
+func seedRegression(t *testing.T, r *rig.Rig) {
 	ctx := context.Background()
-	counter := drivertest.NewWrites()
-	var l drivertest.Logs
+	counter := rig.NewWrites()
+	var l rig.Logs
 	d := r.Driver(t, counter, driver.WithLogger(l.Logger()))
 	// The seed's seven suspended sandboxes, and two running ones.
 	names := []string{"run-0", "run-1", "sus-0", "sus-1", "sus-2", "sus-3", "sus-4", "sus-5", "sus-6"}
 	for _, name := range names {
-		_, err := d.Create(ctx, r.NS, name, drivertest.AgentPod)
+		_, err := d.Create(ctx, r.NS, name, rig.AgentPod)
 		require.NoError(t, err)
 	}
 	for _, name := range names {
-		drivertest.WaitPhase(t, d, r.NS, name, driver.PhaseReady)
+		rig.WaitPhase(t, d, r.NS, name, driver.PhaseReady)
 	}
 	for _, name := range names[2:] {
 		_, err := d.Stop(ctx, r.NS, name)
 		require.NoError(t, err)
 	}
 	for _, name := range names[2:] {
-		drivertest.WaitPhase(t, d, r.NS, name, driver.PhaseStopped)
+		rig.WaitPhase(t, d, r.NS, name, driver.PhaseStopped)
 	}
 	rec := newReconciler(t, d)
 	stats, err := rec.Pass(ctx)
@@ -95,7 +95,7 @@ func seedRegression(t *testing.T, r *drivertest.Rig) {
 	assert.Zero(t, l.Count("warning:"), "clearing a bootstrap mark warns about nothing")
 
 	// Change the fence's spec: the API server bumps its generation.
-	np, err := r.CS.NetworkingV1().NetworkPolicies(r.NS).Get(ctx, drivertest.FenceName, metav1.GetOptions{})
+	np, err := r.CS.NetworkingV1().NetworkPolicies(r.NS).Get(ctx, rig.FenceName, metav1.GetOptions{})
 	require.NoError(t, err)
 	np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
 	np, err = r.CS.NetworkingV1().NetworkPolicies(r.NS).Update(ctx, np, metav1.UpdateOptions{})
@@ -115,11 +115,11 @@ func seedRegression(t *testing.T, r *drivertest.Rig) {
 	}
 	assert.Equal(t, 2, l.Count(staleWarning), "one warning per transition")
 	for _, name := range names[:2] {
-		drivertest.WaitPhase(t, d, r.NS, name, driver.PhaseStopped)
+		rig.WaitPhase(t, d, r.NS, name, driver.PhaseStopped)
 	}
 
 	// One Event per transition, through client-go's recorder.
-	require.Eventually(t, func() bool { return len(staleEvents(t, r)) == 2 }, drivertest.Settle, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(staleEvents(t, r)) == 2 }, rig.Settle, 20*time.Millisecond)
 	d.Close()
 	for _, ev := range staleEvents(t, r) {
 		assert.Contains(t, []string{"run-0", "run-1"}, ev.Regarding.Name)
@@ -130,32 +130,32 @@ func seedRegression(t *testing.T, r *drivertest.Rig) {
 	}
 }
 
-func staleEvents(t *testing.T, r *drivertest.Rig) []eventsv1.Event {
+func staleEvents(t *testing.T, r *rig.Rig) []eventsv1.Event {
 	list, err := r.CS.EventsV1().Events(r.NS).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	var out []eventsv1.Event
 	for _, ev := range list.Items {
-		if ev.ReportingController == drivertest.DriverName && ev.Reason == "StaleFence" {
+		if ev.ReportingController == rig.DriverName && ev.Reason == "StaleFence" {
 			out = append(out, ev)
 		}
 	}
 	return out
 }
 
-func TestSeedRegression(t *testing.T) { seedRegression(t, drivertest.CurrentRig(t)) }
+func TestSeedRegression(t *testing.T) { seedRegression(t, rig.Current(t)) }
 
 // TestUnreadableFence: when the fence cannot be read, the pass reports an
 // error and writes nothing, though every sandbox runs under an old fence.
 func TestUnreadableFence(t *testing.T) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	ctx := context.Background()
-	counter := drivertest.NewWrites()
+	counter := rig.NewWrites()
 	d := r.Driver(t, counter)
 	for _, name := range []string{"a", "b"} {
-		_, err := d.Create(ctx, r.NS, name, drivertest.AgentPod)
+		_, err := d.Create(ctx, r.NS, name, rig.AgentPod)
 		require.NoError(t, err)
 	}
-	require.NoError(t, r.CS.NetworkingV1().NetworkPolicies(r.NS).Delete(ctx, drivertest.FenceName, metav1.DeleteOptions{}))
+	require.NoError(t, r.CS.NetworkingV1().NetworkPolicies(r.NS).Delete(ctx, rig.FenceName, metav1.DeleteOptions{}))
 	counter.Reset()
 	counter.SetFail(func(req *http.Request) bool { return strings.Contains(req.URL.Path, "/networkpolicies") })
 
@@ -177,9 +177,9 @@ func TestUnreadableFence(t *testing.T) {
 // writes it; no controller runs.
 func TestLongNoteEvent(t *testing.T) {
 	ctx := context.Background()
-	r := drivertest.NewRig(t, drivertest.Config(t))
+	r := rig.New(t, rig.Config(t))
 	d := r.Driver(t, nil)
-	_, err := d.Create(ctx, r.NS, "long", drivertest.AgentPod)
+	_, err := d.Create(ctx, r.NS, "long", rig.AgentPod)
 	require.NoError(t, err)
 	cs, err := versioned.NewForConfig(r.Cfg)
 	require.NoError(t, err)
@@ -201,7 +201,7 @@ func TestLongNoteEvent(t *testing.T) {
 		require.NoError(c, err)
 		require.Len(c, l.Items, 1)
 		e = l.Items[0]
-	}, drivertest.Settle, 20*time.Millisecond, "no Event")
+	}, rig.Settle, 20*time.Millisecond, "no Event")
 	assert.Equal(t, "BootstrapFailed", e.Reason)
 	assert.Len(t, e.Note, 1024)
 	assert.True(t, strings.HasSuffix(e.Note, "..."), e.Note)
@@ -214,16 +214,16 @@ func TestLongNoteEvent(t *testing.T) {
 // suspended: it reports the suspension as its own, with the warning and
 // the Event, instead of deciding there was nothing to do.
 func TestLostSuspensionAnswer(t *testing.T) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	ctx := context.Background()
 	setup := r.Driver(t, nil)
-	_, err := setup.Create(ctx, r.NS, "cut", drivertest.AgentPod)
+	_, err := setup.Create(ctx, r.NS, "cut", rig.AgentPod)
 	require.NoError(t, err)
-	drivertest.WaitPhase(t, setup, r.NS, "cut", driver.PhaseReady)
+	rig.WaitPhase(t, setup, r.NS, "cut", driver.PhaseReady)
 	stats, err := newReconciler(t, setup).Pass(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, stats.Actions, "the bootstrap mark is cleared")
-	np, err := r.CS.NetworkingV1().NetworkPolicies(r.NS).Get(ctx, drivertest.FenceName, metav1.GetOptions{})
+	np, err := r.CS.NetworkingV1().NetworkPolicies(r.NS).Get(ctx, rig.FenceName, metav1.GetOptions{})
 	require.NoError(t, err)
 	np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
 	_, err = r.CS.NetworkingV1().NetworkPolicies(r.NS).Update(ctx, np, metav1.UpdateOptions{})
@@ -234,14 +234,14 @@ func TestLostSuspensionAnswer(t *testing.T) {
 	cfg, proxy := kubetest.Proxied(t, r.Cfg)
 	var patches atomic.Int32
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return rig.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if req.Method == http.MethodPatch && strings.Contains(req.URL.Path, "/sandboxes/") && patches.Add(1) == 1 {
 				proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
 			}
 			return rt.RoundTrip(req)
 		})
 	})
-	var l drivertest.Logs
+	var l rig.Logs
 	d, err := driver.New(cfg, "gw", []string{r.NS}, driver.WithLogger(l.Logger()))
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
@@ -256,6 +256,6 @@ func TestLostSuspensionAnswer(t *testing.T) {
 	require.Len(t, actions, 1)
 	assert.Equal(t, reconciler.ActionSuspend, actions[0].Type)
 	assert.NoError(t, actions[0].Err)
-	drivertest.WaitPhase(t, setup, r.NS, "cut", driver.PhaseStopped)
-	require.Eventually(t, func() bool { return len(staleEvents(t, r)) == 1 }, drivertest.Settle, 20*time.Millisecond, "the suspension's Event")
+	rig.WaitPhase(t, setup, r.NS, "cut", driver.PhaseStopped)
+	require.Eventually(t, func() bool { return len(staleEvents(t, r)) == 1 }, rig.Settle, 20*time.Millisecond, "the suspension's Event")
 }

@@ -7,13 +7,13 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/reconciler"
-	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/rig"
 )
 
 const staleWarning = "namespace workload fence generation changed; suspending stale boundary"
 
 func TestMain(m *testing.M) {
-	drivertest.Main(m)
+	rig.Main(m)
 }
 
 func newReconciler(t testing.TB, d *driver.Driver, opts ...reconciler.Option) *reconciler.Reconciler {

@@ -17,7 +17,7 @@ import (
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/drivermetrics"
 	"github.com/kubewire/kubewire/driver/reconciler"
-	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/rig"
 )
 
 const (
@@ -78,7 +78,7 @@ func scrape(t require.TestingT, g prometheus.Gatherer) map[string]float64 {
 // sandbox is suspended once, and each suspension is timed from the fence
 // change.
 func TestRunMetrics(t *testing.T) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	const n = 10
 	names, counter, d := counted(t, r, n)
 	m, reg := metrics(t)
@@ -87,15 +87,15 @@ func TestRunMetrics(t *testing.T) {
 	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour), reconciler.WithWorkers(1), reconciler.WithWriteLimit(20, 1), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m.Queue()))
 	runReconciler(t, rec)
 	waitBootstrapped(t, r, names)
-	require.Eventually(t, func() bool { return scrape(t, reg)[mClearBootstrap] == n }, drivertest.Settle, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return scrape(t, reg)[mClearBootstrap] == n }, rig.Settle, 20*time.Millisecond)
 	counter.Reset()
 
 	counter.SetFail(func(req *http.Request) bool {
 		return req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/sandboxes/sb-0")
 	})
 	moveFence(t, r)
-	require.Eventually(t, func() bool { return scrape(t, reg)[mQueueDepth] > 0 }, drivertest.Settle, time.Millisecond, "the fence change queues its sandboxes")
-	require.Eventually(t, func() bool { return scrape(t, reg)[mErrors] > 0 }, drivertest.Settle, 20*time.Millisecond, "the failed write is counted")
+	require.Eventually(t, func() bool { return scrape(t, reg)[mQueueDepth] > 0 }, rig.Settle, time.Millisecond, "the fence change queues its sandboxes")
+	require.Eventually(t, func() bool { return scrape(t, reg)[mErrors] > 0 }, rig.Settle, 20*time.Millisecond, "the failed write is counted")
 	counter.SetFail(nil)
 	waitFor(t, d, r.NS, names, "suspended", suspended)
 	// A sandbox shows suspended before the worker that suspended it has
@@ -109,7 +109,7 @@ func TestRunMetrics(t *testing.T) {
 		assert.Equal(c, float64(n), got[mFenceToSuspend], "each suspension timed from the fence change, retries included")
 		assert.Equal(c, float64(n), got[mWarnings])
 		assert.Zero(c, got[mQueueDepth], "the queue drains")
-	}, drivertest.Settle, 20*time.Millisecond)
+	}, rig.Settle, 20*time.Millisecond)
 	assert.Equal(t, float64(n), got[mClearBootstrap])
 	assert.Zero(t, got[mRollback])
 	assert.Zero(t, got[mPasses], "Run is no pass")
@@ -129,15 +129,15 @@ func TestRunMetrics(t *testing.T) {
 // says "leading" when a term's workers start and "stopped leading" once
 // they have stopped.
 func TestRunUnfinishedWork(t *testing.T) {
-	r := drivertest.CurrentRig(t)
-	var l drivertest.Logs
+	r := rig.Current(t)
+	var l rig.Logs
 	names, counter, d := counted(t, r, 2, driver.WithLogger(l.Logger()))
 	m, reg := metrics(t)
 	const lease = "gw-reconciler"
 	rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour), reconciler.WithWorkers(1), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m.Queue()),
 		reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: lease, Identity: "a", LeaseDuration: 3 * time.Second}))
 	runReconciler(t, rec)
-	require.Eventually(t, func() bool { return terms(&l) == 1 }, drivertest.Settle, 20*time.Millisecond, "the first term starts")
+	require.Eventually(t, func() bool { return terms(&l) == 1 }, rig.Settle, 20*time.Millisecond, "the first term starts")
 	waitBootstrapped(t, r, names)
 
 	// sb-0's suspension is held until released, or until its term ends.
@@ -161,14 +161,14 @@ func TestRunUnfinishedWork(t *testing.T) {
 		t.Helper()
 		select {
 		case <-held:
-		case <-time.After(drivertest.Settle):
+		case <-time.After(rig.Settle):
 			t.Fatalf("%s: sb-0's suspension never came", term)
 		}
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			got := scrape(c, reg)
 			assert.Greater(c, got[mLongest], 1.0, "%s: the held worker's time", term)
 			assert.GreaterOrEqual(c, got[mUnfinished], got[mLongest], "%s: one worker", term)
-		}, drivertest.Settle, 20*time.Millisecond)
+		}, rig.Settle, 20*time.Millisecond)
 	}
 	zero := func(when string) {
 		t.Helper()
@@ -177,7 +177,7 @@ func TestRunUnfinishedWork(t *testing.T) {
 			assert.Zero(c, got[mUnfinished], when)
 			assert.Zero(c, got[mLongest], when)
 			assert.Zero(c, got[mQueueDepth], when)
-		}, drivertest.Settle, 20*time.Millisecond)
+		}, rig.Settle, 20*time.Millisecond)
 	}
 
 	moveFence(t, r)
@@ -197,11 +197,11 @@ func TestRunUnfinishedWork(t *testing.T) {
 		_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
 		return err
 	}))
-	require.Eventually(t, func() bool { return l.Count(stoppedLeading) == 1 }, drivertest.Settle, 20*time.Millisecond, "the first term ends")
+	require.Eventually(t, func() bool { return l.Count(stoppedLeading) == 1 }, rig.Settle, 20*time.Millisecond, "the first term ends")
 	zero("between terms")
 
 	require.NoError(t, leases.Delete(context.Background(), lease, metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool { return terms(&l) == 2 }, drivertest.Settle, 20*time.Millisecond, "the second term starts")
+	require.Eventually(t, func() bool { return terms(&l) == 2 }, rig.Settle, 20*time.Millisecond, "the second term starts")
 	heldOverASecond("second term")
 	close(release)
 	waitFor(t, d, r.NS, names, "suspended", suspended)

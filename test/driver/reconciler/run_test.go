@@ -27,7 +27,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/reconciler"
-	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/rig"
 	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
@@ -49,26 +49,26 @@ func runReconciler(t *testing.T, rec *reconciler.Reconciler) (stop func()) {
 
 // admitted creates n running sandboxes named prefix-i through d and waits
 // until each is Ready.
-func admitted(t *testing.T, r *drivertest.Rig, d *driver.Driver, prefix string, n int) []string {
+func admitted(t *testing.T, r *rig.Rig, d *driver.Driver, prefix string, n int) []string {
 	ctx := context.Background()
 	var names []string
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("%s-%d", prefix, i)
-		_, err := d.Create(ctx, r.NS, name, drivertest.AgentPod)
+		_, err := d.Create(ctx, r.NS, name, rig.AgentPod)
 		require.NoError(t, err)
 		names = append(names, name)
 	}
 	for _, name := range names {
-		drivertest.WaitPhase(t, d, r.NS, name, driver.PhaseReady)
+		rig.WaitPhase(t, d, r.NS, name, driver.PhaseReady)
 	}
 	return names
 }
 
 // counted creates n running sandboxes like admitted and returns them with
 // a driver of opts whose writes counter counts.
-func counted(t *testing.T, r *drivertest.Rig, n int, opts ...driver.Option) ([]string, *drivertest.Writes, *driver.Driver) {
+func counted(t *testing.T, r *rig.Rig, n int, opts ...driver.Option) ([]string, *rig.Writes, *driver.Driver) {
 	names := admitted(t, r, r.Driver(t, nil), "sb", n)
-	counter := drivertest.NewWrites()
+	counter := rig.NewWrites()
 	return names, counter, r.Driver(t, counter, opts...)
 }
 
@@ -83,7 +83,7 @@ func waitFor(t *testing.T, d *driver.Driver, ns string, names []string, what str
 			}
 		}
 		return true
-	}, drivertest.Settle, 20*time.Millisecond, "not every sandbox is %s", what)
+	}, rig.Settle, 20*time.Millisecond, "not every sandbox is %s", what)
 }
 
 func suspended(s driver.Sandbox) bool { return !s.Running }
@@ -91,7 +91,7 @@ func suspended(s driver.Sandbox) bool { return !s.Running }
 // waitBootstrapped waits until no named sandbox of r's namespace has a
 // bootstrap in progress: the reconciler clears the mark once a sandbox is
 // Ready. The driver's view does not show the mark; the object does.
-func waitBootstrapped(t *testing.T, r *drivertest.Rig, names []string) {
+func waitBootstrapped(t *testing.T, r *rig.Rig, names []string) {
 	t.Helper()
 	cs, err := versioned.NewForConfig(r.Cfg)
 	require.NoError(t, err)
@@ -101,12 +101,12 @@ func waitBootstrapped(t *testing.T, r *drivertest.Rig, names []string) {
 			if !assert.NoError(t, err) {
 				return false
 			}
-			if _, ok := s.Annotations[drivertest.AnnBootstrap]; ok {
+			if _, ok := s.Annotations[rig.AnnBootstrap]; ok {
 				return false
 			}
 		}
 		return true
-	}, drivertest.Settle, 20*time.Millisecond, "not every sandbox's bootstrap mark is cleared")
+	}, rig.Settle, 20*time.Millisecond, "not every sandbox's bootstrap mark is cleared")
 }
 
 // The reconciler's log lines when a leadership term's workers start, and
@@ -117,17 +117,17 @@ const (
 )
 
 // terms counts the leadership terms l's reconciler has started.
-func terms(l *drivertest.Logs) int { return l.Count(startedLeading) }
+func terms(l *rig.Logs) int { return l.Count(startedLeading) }
 
 // leads reports whether l's reconciler is in a leadership term: its
 // workers have started and not stopped.
-func leads(l *drivertest.Logs) bool { return l.Count(startedLeading) > l.Count(stoppedLeading) }
+func leads(l *rig.Logs) bool { return l.Count(startedLeading) > l.Count(stoppedLeading) }
 
 // moveFence changes the fence's spec, so the API server bumps its
 // generation, and returns when that happened.
-func moveFence(t *testing.T, r *drivertest.Rig) time.Time {
+func moveFence(t *testing.T, r *rig.Rig) time.Time {
 	ctx := context.Background()
-	np, err := r.CS.NetworkingV1().NetworkPolicies(r.NS).Get(ctx, drivertest.FenceName, metav1.GetOptions{})
+	np, err := r.CS.NetworkingV1().NetworkPolicies(r.NS).Get(ctx, rig.FenceName, metav1.GetOptions{})
 	require.NoError(t, err)
 	if slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
 		np.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
@@ -155,7 +155,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func TestRunFenceChange(t *testing.T) { scopes(t, runFenceChange) }
 
 func runFenceChange(t *testing.T, cluster bool) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	const n = 20
 	names, counter, d := counted(t, r, n)
 	rec := scoped(t, d, cluster, reconciler.WithPeriod(time.Hour))
@@ -175,7 +175,7 @@ func runFenceChange(t *testing.T, cluster bool) {
 		assert.Equal(t, 1, got[name], "%s patched once", name)
 	}
 	t.Logf("fence update to PATCH, %d sandboxes: p50 %s, p99 %s, last %s", n, percentile(lat, 0.5), percentile(lat, 0.99), slices.Max(lat))
-	require.Eventually(t, func() bool { return len(staleEvents(t, r)) == n }, drivertest.Settle, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(staleEvents(t, r)) == n }, rig.Settle, 20*time.Millisecond)
 }
 
 // TestFenceChangeAtDefaults: with the config a kubeconfig gives (QPS and
@@ -187,13 +187,13 @@ func runFenceChange(t *testing.T, cluster bool) {
 // shared, busy machine does not make it fail without (a 5 s bound did,
 // at 6.3 s, while other test binaries were being built).
 func TestFenceChangeAtDefaults(t *testing.T) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	const n = 60
 	watch := r.Driver(t, nil)
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("sb-%d", i)
-		_, err := watch.Create(context.Background(), r.NS, names[i], drivertest.AgentPod)
+		_, err := watch.Create(context.Background(), r.NS, names[i], rig.AgentPod)
 		require.NoError(t, err)
 	}
 	cfg := rest.CopyConfig(r.Cfg)
@@ -203,7 +203,7 @@ func TestFenceChangeAtDefaults(t *testing.T) {
 	t.Cleanup(d.Close)
 	rec := newReconciler(t, d)
 	runReconciler(t, rec)
-	require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond)
+	require.Eventually(t, rec.Synced, rig.Settle, 10*time.Millisecond)
 
 	changed := moveFence(t, r)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -217,7 +217,7 @@ func TestFenceChangeAtDefaults(t *testing.T) {
 		}
 		assert.Len(c, list, n)
 		assert.Zero(c, running, "running")
-	}, drivertest.Settle, 10*time.Millisecond, "not every sandbox is suspended")
+	}, rig.Settle, 10*time.Millisecond, "not every sandbox is suspended")
 	took := time.Since(changed)
 	t.Logf("%d sandboxes suspended %v after the fence change", n, took)
 	assert.Less(t, took, 10*time.Second, "client-side throttling: 5 requests a second")
@@ -230,15 +230,15 @@ func TestFenceChangeAtDefaults(t *testing.T) {
 func TestRunSeedRegression(t *testing.T) { scopes(t, runSeedRegression) }
 
 func runSeedRegression(t *testing.T, cluster bool) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	plain := r.Driver(t, nil)
 	names := admitted(t, r, plain, "sb", 5)
 	for _, name := range names[2:] {
 		_, err := plain.Stop(context.Background(), r.NS, name)
 		require.NoError(t, err)
 	}
-	counter := drivertest.NewWrites()
-	var l drivertest.Logs
+	counter := rig.NewWrites()
+	var l rig.Logs
 	d := r.Driver(t, counter, driver.WithLogger(l.Logger()))
 	m, reg := metrics(t)
 	rec := scoped(t, d, cluster, reconciler.WithPeriod(time.Second), reconciler.WithObserver(m), reconciler.WithQueueMetrics(m.Queue()))
@@ -265,7 +265,7 @@ func runSeedRegression(t *testing.T, cluster bool) {
 	require.Eventually(t, func() bool {
 		now := scrape(t, reg)
 		return l.Count(resynced) >= resyncs+3 && now[mQueueAdds] >= before[mQueueAdds]+15 && now[mWorkDone] >= before[mWorkDone]+15
-	}, drivertest.Settle, 20*time.Millisecond, "three resyncs hand every sandbox to a worker")
+	}, rig.Settle, 20*time.Millisecond, "three resyncs hand every sandbox to a worker")
 	counter.Settled(t)
 	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "three resyncs write nothing")
 	assert.Zero(t, counter.Refused(), "no PATCH refused with 409: one sandbox is never with two workers")
@@ -282,20 +282,20 @@ const resynced = "resync queued every cached sandbox"
 func TestLeaderElection(t *testing.T) { scopes(t, leaderElection) }
 
 func leaderElection(t *testing.T, cluster bool) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	plain := r.Driver(t, nil)
 	lease := func(id string) reconciler.LeaderElection {
 		return reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id, LeaseDuration: 5 * time.Second}
 	}
 	type replica struct {
-		counter *drivertest.Writes
-		logs    *drivertest.Logs
+		counter *rig.Writes
+		logs    *rig.Logs
 		rec     *reconciler.Reconciler
 		stop    func()
 	}
 	var replicas []*replica
 	for _, id := range []string{"a", "b"} {
-		c, l := drivertest.NewWrites(), new(drivertest.Logs)
+		c, l := rig.NewWrites(), new(rig.Logs)
 		rec := scoped(t, r.Driver(t, c, driver.WithLogger(l.Logger())), cluster, reconciler.WithPeriod(time.Hour), reconciler.WithLeaderElection(lease(id)))
 		replicas = append(replicas, &replica{counter: c, logs: l, rec: rec, stop: runReconciler(t, rec)})
 	}
@@ -308,7 +308,7 @@ func leaderElection(t *testing.T, cluster bool) {
 			}
 		}
 		return false
-	}, drivertest.Settle, 20*time.Millisecond)
+	}, rig.Settle, 20*time.Millisecond)
 
 	names := admitted(t, r, plain, "sb", 4)
 	waitBootstrapped(t, r, names)
@@ -333,7 +333,7 @@ func leaderElection(t *testing.T, cluster bool) {
 
 	leader.stop()
 	stopped := time.Now()
-	require.Eventually(t, func() bool { return leads(follower.logs) }, drivertest.Settle, 20*time.Millisecond, "the follower takes over")
+	require.Eventually(t, func() bool { return leads(follower.logs) }, rig.Settle, 20*time.Millisecond, "the follower takes over")
 	// The old leader released the lease once its workers had stopped
 	// (client-go's ReleaseOnCancel): the follower need not wait for it to
 	// expire. A follower tries every 2/15 of the lease duration, jittered
@@ -368,7 +368,7 @@ func leaderElection(t *testing.T, cluster bool) {
 // answered: the follower does not lead beside it. client-go's
 // ReleaseOnCancel alone releases as soon as the term ends.
 func TestLeaseReleasedAfterWorkers(t *testing.T) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	plain := r.Driver(t, nil)
 	lease := func(id string) reconciler.Option {
 		return reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id, LeaseDuration: 5 * time.Second})
@@ -377,7 +377,7 @@ func TestLeaseReleasedAfterWorkers(t *testing.T) {
 	hold, held, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	cfg := rest.CopyConfig(r.Cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return rig.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			select {
 			case <-hold:
 				if req.Method == http.MethodPatch && strings.Contains(req.URL.Path, "/sandboxes/") {
@@ -389,13 +389,13 @@ func TestLeaseReleasedAfterWorkers(t *testing.T) {
 			return rt.RoundTrip(req)
 		})
 	})
-	var la, lb drivertest.Logs
+	var la, lb rig.Logs
 	a, err := driver.New(cfg, "gw", []string{r.NS}, driver.WithLogger(la.Logger()))
 	require.NoError(t, err)
 	t.Cleanup(a.Close)
 	leader := newReconciler(t, a, reconciler.WithPeriod(time.Hour), lease("a"))
 	stopLeader := runReconciler(t, leader)
-	require.Eventually(t, func() bool { return leads(&la) }, drivertest.Settle, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return leads(&la) }, rig.Settle, 20*time.Millisecond)
 	follower := newReconciler(t, r.Driver(t, nil, driver.WithLogger(lb.Logger())), reconciler.WithPeriod(time.Hour), lease("b"))
 	runReconciler(t, follower)
 
@@ -405,7 +405,7 @@ func TestLeaseReleasedAfterWorkers(t *testing.T) {
 	moveFence(t, r)
 	select {
 	case <-held:
-	case <-time.After(drivertest.Settle):
+	case <-time.After(rig.Settle):
 		t.Fatal("the leader sent no suspension")
 	}
 	stopped := make(chan struct{})
@@ -418,7 +418,7 @@ func TestLeaseReleasedAfterWorkers(t *testing.T) {
 	close(release)
 	<-stopped
 	assert.Equal(t, 1, la.Count(stoppedLeading), "the old leader's workers stopped")
-	require.Eventually(t, func() bool { return leads(&lb) }, drivertest.Settle, 20*time.Millisecond, "the follower takes over")
+	require.Eventually(t, func() bool { return leads(&lb) }, rig.Settle, 20*time.Millisecond, "the follower takes over")
 	waitFor(t, plain, r.NS, names, "suspended", suspended)
 }
 
@@ -431,27 +431,27 @@ func TestLeaseReleasedAfterWorkers(t *testing.T) {
 // logs "stopped leading" once its workers have stopped; the follower
 // "leading" once it holds the lease.
 func TestLostLeaseStopsWorkers(t *testing.T) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	lease := func(id string) reconciler.Option {
 		return reconciler.WithLeaderElection(reconciler.LeaderElection{Namespace: r.NS, Name: "gw-reconciler", Identity: id, LeaseDuration: 5 * time.Second})
 	}
 	var renewals atomic.Bool // fail the leader's lease writes
 	cfg := rest.CopyConfig(r.Cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return rig.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if renewals.Load() && req.Method == http.MethodPut && strings.HasPrefix(req.URL.Path, "/apis/coordination.k8s.io/") {
 				return nil, errors.New("injected: the lease write did not get through")
 			}
 			return rt.RoundTrip(req)
 		})
 	})
-	var la, lb drivertest.Logs
+	var la, lb rig.Logs
 	a, err := driver.New(cfg, "gw", []string{r.NS}, driver.WithLogger(la.Logger()))
 	require.NoError(t, err)
 	t.Cleanup(a.Close)
 	leader := newReconciler(t, a, reconciler.WithPeriod(time.Hour), lease("a"))
 	runReconciler(t, leader)
-	require.Eventually(t, func() bool { return leads(&la) }, drivertest.Settle, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return leads(&la) }, rig.Settle, 20*time.Millisecond)
 	follower := newReconciler(t, r.Driver(t, nil, driver.WithLogger(lb.Logger())), reconciler.WithPeriod(time.Hour), lease("b"))
 	runReconciler(t, follower)
 
@@ -463,7 +463,7 @@ func TestLostLeaseStopsWorkers(t *testing.T) {
 		f := leads(&lb)
 		both = both || f && leads(&la)
 		return f
-	}, drivertest.Settle, 10*time.Millisecond, "the follower takes over")
+	}, rig.Settle, 10*time.Millisecond, "the follower takes over")
 	assert.False(t, both, "the old leader's workers ran beside the new leader's")
 	assert.False(t, leads(&la))
 }
@@ -475,7 +475,7 @@ func TestLostLeaseStopsWorkers(t *testing.T) {
 func TestWatchBreak(t *testing.T) { scopes(t, watchBreak) }
 
 func watchBreak(t *testing.T, cluster bool) {
-	r := drivertest.CurrentRig(t)
+	r := rig.Current(t)
 	names := admitted(t, r, r.Driver(t, nil), "sb", 3)
 	u, err := url.Parse(r.Cfg.Host)
 	require.NoError(t, err)
@@ -486,7 +486,7 @@ func watchBreak(t *testing.T, cluster bool) {
 	viaProxy := *r
 	viaProxy.Cfg = rest.CopyConfig(r.Cfg)
 	viaProxy.Cfg.Host = "https://127.0.0.1:" + port
-	counter := drivertest.NewWrites()
+	counter := rig.NewWrites()
 	d := viaProxy.Driver(t, counter)
 	rec := scoped(t, d, cluster, reconciler.WithPeriod(time.Second))
 	runReconciler(t, rec)
@@ -498,7 +498,7 @@ func watchBreak(t *testing.T, cluster bool) {
 
 	proxy.SetFault(transporttest.ResetBeforeForward)
 	proxy.ResetAll()
-	require.NoError(t, r.CS.NetworkingV1().NetworkPolicies(r.NS).Delete(context.Background(), drivertest.FenceName, metav1.DeleteOptions{}))
+	require.NoError(t, r.CS.NetworkingV1().NetworkPolicies(r.NS).Delete(context.Background(), rig.FenceName, metav1.DeleteOptions{}))
 	// The cache still shows the fence as it was, which suspends nothing;
 	// no write could pass the proxy anyway. TestStaleFenceCacheReadAgain
 	// is the test of a stale cache.
@@ -564,7 +564,7 @@ func relist(t *testing.T, cluster bool) {
 	viaProxy := rest.CopyConfig(cfg)
 	viaProxy.Host = "https://127.0.0.1:" + port
 	var lists listCounter
-	counter := drivertest.NewWrites()
+	counter := rig.NewWrites()
 	viaProxy.Wrap(func(rt http.RoundTripper) http.RoundTripper { return lists.wrap(counter.Wrap(rt)) })
 	d, err := driver.New(viaProxy, gw, namespaces)
 	require.NoError(t, err)
@@ -576,7 +576,7 @@ func relist(t *testing.T, cluster bool) {
 		}
 	}}))
 	runReconciler(t, rec)
-	require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond)
+	require.Eventually(t, rec.Synced, rig.Settle, 10*time.Millisecond)
 	lists.reset()
 	counter.Reset()
 
@@ -588,11 +588,11 @@ func relist(t *testing.T, cluster bool) {
 	// does client-go list again; a watch that merely ended resumes.
 	lists.refuse(true)
 	proxy.ResetAll()
-	require.Eventually(t, func() bool { return lists.failedInformers() == 2*per }, drivertest.Settle, 10*time.Millisecond, "every informer tries again")
+	require.Eventually(t, func() bool { return lists.failedInformers() == 2*per }, rig.Settle, 10*time.Millisecond, "every informer tries again")
 	assert.Equal(t, map[string]int{"(any other write)": 0}, counter.Reset(), "nothing written while the caches cannot list")
 	// client-go hands a fence informer's failed list or watch to its
 	// watch error handler, which reports it to the observers.
-	require.Eventually(t, func() bool { return fenceWatchErrs.Load() >= int64(per) }, drivertest.Settle, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return fenceWatchErrs.Load() >= int64(per) }, rig.Settle, 10*time.Millisecond,
 		"the fence informers' failures reach the observers")
 	lists.refuse(false)
 
@@ -602,7 +602,7 @@ func relist(t *testing.T, cluster bool) {
 		"every Sandbox informer lists again: want %d, lists %v", per, &lists)
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	moveFence(t, &drivertest.Rig{Cfg: cfg, CS: kube, NS: namespaces[0]})
+	moveFence(t, &rig.Rig{Cfg: cfg, CS: kube, NS: namespaces[0]})
 	sent := map[string]int{}
 	require.Eventually(t, func() bool {
 		for name, n := range counter.Reset() {
@@ -614,7 +614,7 @@ func relist(t *testing.T, cluster bool) {
 			}
 		}
 		return true
-	}, drivertest.Settle, 10*time.Millisecond, "the fence change is acted on")
+	}, rig.Settle, 10*time.Millisecond, "the fence change is acted on")
 	counter.Settled(t)
 	for name, n := range counter.Reset() {
 		sent[name] += n
@@ -645,7 +645,7 @@ type listCounter struct {
 func (l *listCounter) refuse(on bool) { l.refusing.Store(on) }
 
 func (l *listCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+	return rig.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		resource := req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
 		q := req.URL.Query()
 		informer := req.Method == http.MethodGet && (resource == "sandboxes" || resource == "networkpolicies")
@@ -716,20 +716,20 @@ func TestClusterScopeServesItsNamespaces(t *testing.T) {
 	t.Cleanup(d.Close)
 	rec := scoped(t, d, true, reconciler.WithPeriod(time.Hour))
 	runReconciler(t, rec)
-	require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond)
+	require.Eventually(t, rec.Synced, rig.Settle, 10*time.Millisecond)
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	cs, err := versioned.NewForConfig(cfg)
 	require.NoError(t, err)
 
-	moveFence(t, &drivertest.Rig{Cfg: cfg, CS: kube, NS: other})
-	moveFence(t, &drivertest.Rig{Cfg: cfg, CS: kube, NS: served})
+	moveFence(t, &rig.Rig{Cfg: cfg, CS: kube, NS: other})
+	moveFence(t, &rig.Rig{Cfg: cfg, CS: kube, NS: served})
 	waitFor(t, d, served, []string{"sb-0", "sb-1", "sb-2"}, "suspended", suspended)
 	list, err := cs.AgentsV1beta1().Sandboxes(other).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, list.Items, 3)
 	for _, s := range list.Items {
 		assert.NotEqual(t, sandboxv1beta1.SandboxOperatingModeSuspended, s.Spec.OperatingMode, "%s/%s is not the driver's to suspend", other, s.Name)
-		assert.NotContains(t, s.Annotations, drivertest.AnnBootstrap)
+		assert.NotContains(t, s.Annotations, rig.AnnBootstrap)
 	}
 }

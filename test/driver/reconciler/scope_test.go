@@ -19,7 +19,7 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/reconciler"
-	"github.com/kubewire/kubewire/test/driver/internal/drivertest"
+	"github.com/kubewire/kubewire/test/driver/internal/rig"
 )
 
 // TestScopeAuto: Run watches the whole cluster from 10 namespaces on,
@@ -71,13 +71,13 @@ func TestScopeAuto(t *testing.T) {
 			var w scopeWatch
 			w.fail = tt.failReviews
 			c.Wrap(w.wrap)
-			var l drivertest.Logs
+			var l rig.Logs
 			d, err := driver.New(c, gw, tt.namespaces, driver.WithLogger(l.Logger()))
 			require.NoError(t, err)
 			t.Cleanup(d.Close)
 			rec := newReconciler(t, d, reconciler.WithPeriod(time.Hour))
 			runReconciler(t, rec)
-			require.Eventually(t, rec.Synced, drivertest.Settle, 10*time.Millisecond, "the caches never synced")
+			require.Eventually(t, rec.Synced, rig.Settle, 10*time.Millisecond, "the caches never synced")
 
 			cluster, perNamespace, reviews := w.result()
 			if tt.wantCluster {
@@ -141,7 +141,7 @@ type scopeWatch struct {
 }
 
 func (w *scopeWatch) wrap(rt http.RoundTripper) http.RoundTripper {
-	return drivertest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+	return rig.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/selfsubjectaccessreviews") {
 			w.mu.Lock()
 			w.reviews++

@@ -19,14 +19,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
-	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/kubeadapter"
 )
 
 // Fault makes f's clients answer each request of verb on resource (as
 // [Fake.Count] names them) with the error fail returns for it; nil passes
-// the request on. Sandboxes are agent-sandbox's clientset's, every other
+// the request on. Sandboxes and discovery (resource "resource", as
+// client-go's fake names it) are agent-sandbox's clientset's, every other
 // resource client-go's. It may be called while the clients are in use: it
 // takes the clientset's lock, as each request does, to add its reactor.
 // fail runs under that lock, which serializes the clientset's requests: it
@@ -41,7 +41,7 @@ func (f *Fake) Fault(verb, resource string, fail func(k8stesting.Action) error) 
 		return false, nil, nil
 	}
 	c := &f.Kube.Fake
-	if resource == "sandboxes" {
+	if resource == "sandboxes" || resource == "resource" {
 		c = &f.Sandboxes.Fake
 	}
 	// client-go's PrependReactor takes no lock; Invokes reads the chain
@@ -97,20 +97,6 @@ func (f *Fake) Change(ns, name string, change func(runtime.Object)) error {
 	return tracker.Update(f.resource(), out, ns)
 }
 
-// Running reports the intent of the stored sandbox ns/name:
-// spec.operatingMode Running. It may be called from any goroutine.
-func (f *Fake) Running(ns, name string) (bool, error) {
-	o, err := f.Sandboxes.Tracker().Get(f.resource(), ns, name)
-	if err != nil {
-		return false, err
-	}
-	s, ok := o.(*sandboxv1beta1.Sandbox)
-	if !ok {
-		return false, fmt.Errorf("drivertest: %s/%s is a %T, not a sandbox", ns, name, o)
-	}
-	return s.Spec.OperatingMode != sandboxv1beta1.SandboxOperatingModeSuspended, nil
-}
-
 // Paginate makes f answer a list of sandboxes that sets a limit as the API
 // server does: one page at a time, of the objects the label selector
 // matches in name order, with a continue token for the next page.
@@ -164,34 +150,6 @@ func (f *Fake) Paginate() {
 		}
 		return true, list, nil
 	})
-}
-
-// Actions returns the requests of verb on resource the clients sent:
-// agent-sandbox's clientset's, then client-go's, each in order.
-func (f *Fake) Actions(verb, resource string) []k8stesting.Action {
-	var out []k8stesting.Action
-	for _, a := range append(f.Sandboxes.Actions(), f.Kube.Actions()...) {
-		if a.GetVerb() == verb && a.GetResource().Resource == resource {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// Requests counts every request the clients sent.
-func (f *Fake) Requests() int { return len(f.Sandboxes.Actions()) + len(f.Kube.Actions()) }
-
-// Limits returns the limit of each list of sandboxes sent, in order: the
-// driver's probe of the served version lists one, a page of its list
-// more.
-func (f *Fake) Limits() []int64 {
-	var out []int64
-	for _, a := range f.Actions("list", "sandboxes") {
-		if l, ok := a.(k8stesting.ListActionImpl); ok {
-			out = append(out, l.ListOptions.Limit)
-		}
-	}
-	return out
 }
 
 // LoseAnswers makes the next n merge patches of sandboxes apply, then

@@ -1,4 +1,4 @@
-package drivertest
+package rig
 
 import (
 	"context"
@@ -48,17 +48,17 @@ type Rig struct {
 	Kubelet *kubetest.Kubelet
 }
 
-// CurrentRig runs agent-sandbox's controller of the release the build
+// Current runs agent-sandbox's controller of the release the build
 // selects in process, against the package's API server, with that
 // release's CRD. hack/matrix.sh runs the suites at each release the
 // driver supports.
-func CurrentRig(t *testing.T) *Rig {
-	r := NewRig(t, env.Config(t))
+func Current(t *testing.T) *Rig {
+	r := New(t, env.Config(t))
 	sandboxtest.RunController(t, r.Cfg, r.NS)
 	return r
 }
 
-func NewRig(t *testing.T, cfg *rest.Config) *Rig {
+func New(t *testing.T, cfg *rest.Config) *Rig {
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "sandboxes-"}}, metav1.CreateOptions{})
