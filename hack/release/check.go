@@ -39,24 +39,26 @@ type checker struct {
 func runCheck(repo string, args []string) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	only := fs.String("only", "tabcde", "the checks to run")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	work, err := os.MkdirTemp("", "kubewire-release-check-")
+	if err != nil {
+		return err
+	}
 	defer os.RemoveAll(work)
-	tree, c, out, index := filepath.Join(work, "tree"), (*candidate)(nil), "", []string{"GIT_INDEX_FILE=" + work + "/index"}
 	// The tree a commit of the working tree would hold, by a private index.
+	index := []string{"GIT_INDEX_FILE=" + work + "/index"}
+	var treeID string
 	for _, args := range [][]string{{"read-tree", "HEAD"}, {"add", "-A"}, {"write-tree"}} {
 		if err == nil {
-			out, err = gitIn(repo, "", index, args...)
+			treeID, err = gitIn(repo, "", index, args...)
 		}
 	}
-	if err = errors.Join(err, fs.Parse(args)); err == nil {
-		err = exportRev(repo, strings.TrimSpace(out), tree)
+	if err != nil {
+		return err
 	}
-	if err == nil {
-		c, err = newCandidate(tree, fmt.Sprintf("v0.0.0-check.w%.4x", sha256.Sum256([]byte(repo))))
-	}
-	if err == nil {
-		err = c.writeProxy(filepath.Join(work, "proxy"), zipDir(tree), true)
-	}
+	c, err := prepare(repo, treeID, work, fmt.Sprintf("v0.0.0-check.w%.4x", sha256.Sum256([]byte(repo))))
 	if err != nil {
 		return err
 	}
@@ -86,9 +88,11 @@ func check(c *candidate, proxy, only string) error {
 	}
 	r.cleanCache()
 	defer r.cleanCache()
-	for i, check := range []func(){r.tidy, r.timeoutOnly, r.kubeadapter, r.driver, r.install, r.everything} {
-		if r.start = time.Now(); strings.ContainsRune(only, rune("tabcde"[i])) {
-			check()
+	checks := []func(){r.tidy, r.timeoutOnly, r.kubeadapter, r.driver, r.install, r.everything}
+	for i, name := range "tabcde" {
+		if strings.ContainsRune(only, name) {
+			r.start = time.Now()
+			checks[i]()
 		}
 	}
 	fmt.Printf("release-check: %d problems\n", r.failed)
@@ -98,15 +102,17 @@ func check(c *candidate, proxy, only string) error {
 	return nil
 }
 
-// newestRelease is the newest release tag of the root, or "".
-func newestRelease(repo string) (latest string) {
-	tags, _ := git(repo, "tag", "-l", "v*")
+// newestRelease is the newest release tag of the root, or "". It knows only
+// the tags fetched into repo (RELEASING.md).
+func newestRelease(repo string) (string, error) {
+	tags, err := git(repo, "tag", "-l", "v*")
+	latest := ""
 	for _, t := range strings.Fields(tags) {
 		if semver.IsValid(t) && semver.Prerelease(t) == "" && semver.Compare(t, latest) > 0 {
 			latest = t
 		}
 	}
-	return latest
+	return latest, err
 }
 
 func (r *checker) logf(format string, args ...any) {
@@ -156,8 +162,9 @@ func (r *checker) user(name string, mods, imports []string, cmds ...[]string) (d
 	if err == nil && len(imports) > 0 {
 		err = os.WriteFile(filepath.Join(dir, "main.go"), []byte(main+")\n\nfunc main() {}\n"), 0o644)
 	}
+	steps := append([][]string{append([]string{"get"}, mods...)}, cmds...)
 	var out string
-	for _, args := range append(append([][]string{append([]string{"get"}, mods...)}, cmds...), []string{"list", "-m", "all"}) {
+	for _, args := range append(steps, []string{"list", "-m", "all"}) {
 		if err == nil {
 			out, err = r.goCmd(dir, args...)
 		}
@@ -234,9 +241,9 @@ func (r *checker) driver() {
 	f, _ := modfile.ParseLax("go.mod", m.goMod, nil)
 	for _, sandbox := range []string{"", agentSandboxNewest} {
 		r.start = time.Now()
-		get := []string{"-t", m.path + "/...@" + r.c.version, "sigs.k8s.io/agent-sandbox@" + sandbox}
-		if sandbox == "" {
-			get = get[:2]
+		get := []string{"-t", m.path + "/...@" + r.c.version}
+		if sandbox != "" {
+			get = append(get, "sigs.k8s.io/agent-sandbox@"+sandbox)
 		}
 		dir, g, err := r.user("driver"+sandbox, get, nil)
 		out := ""

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,37 +38,44 @@ const (
 )
 
 func main() {
-	root, err := git(".", "rev-parse", "--show-toplevel")
-	switch args, root := os.Args[1:], strings.TrimSpace(root); {
-	case err != nil:
-	case len(args) > 0 && args[0] == "check":
-		err = runCheck(root, args[1:])
-	case len(args) > 0 && args[0] == "cut":
-		err = runCut(root, args[1:], func(c *candidate, proxy string) error { return check(c, proxy, "tabcde") })
-	default:
-		err = fmt.Errorf("usage: release check [-only tabcde] | cut V")
-	}
-	if err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "release: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+func run(args []string) error {
+	root, err := git(".", "rev-parse", "--show-toplevel")
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 && args[0] == "check" {
+		return runCheck(root, args[1:])
+	}
+	if len(args) > 0 && args[0] == "cut" {
+		return runCut(root, args[1:], func(c *candidate, proxy string) error { return check(c, proxy, "tabcde") })
+	}
+	return errors.New("usage: release check [-only tabcde] | cut V")
 }
 
 var errReported = errors.New("the release check failed")
 
 func git(dir string, args ...string) (string, error) { return gitIn(dir, "", nil, args...) }
 
-// gitIn runs git in dir with stdin and extra environment.
+// gitIn runs git in dir with stdin and extra environment, and returns its
+// output without the trailing newline.
 func gitIn(dir, stdin string, env []string, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
-	cmd.Dir, cmd.Env, cmd.Stdin = dir, append(os.Environ(), env...), strings.NewReader(stdin)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
-	return string(out), nil
+	return strings.TrimSpace(string(out)), nil
 }
 
 func modulePath(dir string) string { return strings.TrimSuffix(repoPath+"/"+dir, "/.") }
@@ -77,50 +85,69 @@ func skipDir(n string) bool {
 	return n == "testdata" || n == "vendor" || strings.ContainsAny(n[:1], "._")
 }
 
-// exportRev writes the tree of rev into dst, as git archive has it.
-func exportRev(repo, rev, dst string) error {
-	out, err := exec.Command("sh", "-c", `mkdir -p "$3" && git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", repo, rev, dst).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("git archive %s: %w: %s", rev, err, out)
+// prepare exports rev (a commit or a tree) into work/tree, reads the
+// candidate at v there and lays it out as a proxy in work/proxy.
+func prepare(repo, rev, work, v string) (*candidate, error) {
+	tree := filepath.Join(work, "tree")
+	script := `mkdir -p "$3" && git -C "$1" archive "$2" | tar -x -C "$3"`
+	if out, err := exec.Command("sh", "-c", script, "sh", repo, rev, tree).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("git archive %s: %w: %s", rev, err, out)
 	}
-	return nil
+	c, err := newCandidate(tree, v)
+	if err != nil {
+		return nil, err
+	}
+	return c, c.writeProxy(filepath.Join(work, "proxy"), zipDir(tree), true)
 }
 
 // runCut makes the release commit of version args[0] and checks it; then,
 // in one git transaction, all or nothing, it tags each published module on
 // it and moves the branch to it.
 func runCut(repo string, args []string, check func(c *candidate, proxy string) error) error {
-	work, _ := os.MkdirTemp("", "kubewire-release-cut-")
-	defer os.RemoveAll(work)
-	tree, c := filepath.Join(work, "tree"), (*candidate)(nil)
+	if len(args) != 1 {
+		return errors.New("usage: release cut V")
+	}
+	v := args[0]
+	valid := semver.IsValid(v) && semver.Canonical(v) == v && !module.IsPseudoVersion(v)
+	if !valid || semver.Major(v) != "v0" && semver.Major(v) != "v1" {
+		return fmt.Errorf("version %q: want v0 or v1 MAJOR.MINOR.PATCH, with an optional -pre-release", v)
+	}
 	branch, err := git(repo, "symbolic-ref", "-q", "HEAD")
-	head, herr := git(repo, "rev-parse", "HEAD")
-	st, serr := git(repo, "status", "--porcelain")
-	branch, head, v, latest := strings.TrimSpace(branch), strings.TrimSpace(head), strings.Join(args, " "), newestRelease(repo)
-	switch err = errors.Join(err, herr, serr); {
-	case err != nil:
-	case st != "":
-		err = fmt.Errorf("the working tree has changes; a release is cut from a commit:\n%s", st)
-	case !semver.IsValid(v) || semver.Canonical(v) != v || semver.Major(v) > "v1" || module.IsPseudoVersion(v):
-		err = fmt.Errorf("version %q: want v0 or v1 MAJOR.MINOR.PATCH, with an optional -pre-release", v)
-	case latest != "" && semver.Compare(v, latest) <= 0:
-		err = fmt.Errorf("%s is not above the release %s", v, latest)
-	default:
-		err = exportRev(repo, head, tree)
+	if err != nil {
+		return fmt.Errorf("HEAD is on no branch: %w", err)
 	}
-	changelog, _ := os.ReadFile(filepath.Join(tree, "CHANGELOG.md"))
+	head, err := git(repo, "rev-parse", "HEAD")
+	if err != nil {
+		return err
+	}
+	status, err := git(repo, "status", "--porcelain")
+	if err != nil {
+		return err
+	}
+	if status != "" {
+		return fmt.Errorf("the working tree has changes; a release is cut from a commit:\n%s", status)
+	}
+	latest, err := newestRelease(repo)
+	if err != nil {
+		return err
+	}
+	if latest != "" && semver.Compare(v, latest) <= 0 {
+		return fmt.Errorf("%s is not above the release %s", v, latest)
+	}
 	// The heading is the version alone: `## v1.2.3-rc.1` is not v1.2.3's.
-	if err == nil && !regexp.MustCompile(`(?m)^## `+regexp.QuoteMeta(v)+`[ \t]*$`).Match(changelog) {
-		err = fmt.Errorf("CHANGELOG.md has no heading `## %s`: name the release's changes first", v)
+	// In a CRLF file, (?m)$ matches after the \r.
+	changelog, _ := git(repo, "show", head+":CHANGELOG.md")
+	if !regexp.MustCompile(`(?m)^## ` + regexp.QuoteMeta(v) + `[ \t\r]*$`).MatchString(changelog) {
+		return fmt.Errorf("CHANGELOG.md has no heading `## %s`: name the release's changes first", v)
 	}
-	if err == nil {
-		c, err = newCandidate(tree, v)
+	work, err := os.MkdirTemp("", "kubewire-release-cut-")
+	if err != nil {
+		return err
 	}
+	defer os.RemoveAll(work)
+	c, err := prepare(repo, head, work, v)
 	if err == nil && len(c.problems) > 0 {
 		err = fmt.Errorf("the tree fails the release's reading:\n\t%s", strings.Join(c.problems, "\n\t"))
-	}
-	if err == nil {
-		err = c.writeProxy(filepath.Join(work, "proxy"), zipDir(tree), true)
 	}
 	if err != nil {
 		return err
@@ -128,47 +155,61 @@ func runCut(repo string, args []string, check func(c *candidate, proxy string) e
 
 	// The release commit: HEAD with every go.mod and go.sum as rewritten.
 	gitDir, err := git(repo, "rev-parse", "--absolute-git-dir")
-	env := []string{"GIT_INDEX_FILE=" + work + "/index", "GIT_DIR=" + strings.TrimSpace(gitDir), "GIT_WORK_TREE=" + tree}
+	env := []string{"GIT_INDEX_FILE=" + work + "/index", "GIT_DIR=" + gitDir, "GIT_WORK_TREE=" + c.tree}
+	var treeID, commit string
 	for _, args := range [][]string{{"read-tree", head}, {"add", "-f", "--", "*go.mod", "*go.sum"}, {"write-tree"}} {
 		if err == nil {
-			gitDir, err = gitIn(tree, "", env, args...)
+			treeID, err = gitIn(c.tree, "", env, args...)
 		}
 	}
 	msg := fmt.Sprintf("Release %s\n\nEvery go.mod requires its siblings at %s; the published modules\nare tagged here, one version for all.\n", v, v)
-	commit, cerr := git(repo, "commit-tree", strings.TrimSpace(gitDir), "-p", head, "-m", msg)
-	commit = strings.TrimSpace(commit)
+	if err == nil {
+		commit, err = git(repo, "commit-tree", treeID, "-p", head, "-m", msg)
+	}
 	// The checks run on git's own zips of the commit, as the public module
 	// proxy will make them: a go.sum that disagrees fails (t) and (d).
-	if err = errors.Join(err, cerr); err == nil {
+	if err == nil {
 		err = c.writeProxy(filepath.Join(work, "vcs"), zipVCS(repo, commit), false)
 	}
-	ident, ierr := git(repo, "var", "GIT_COMMITTER_IDENT")
-	in, tags, err := "start\nupdate "+branch+" "+commit+" "+head+"\n", []string{}, errors.Join(err, ierr)
-	for _, m := range c.mods {
-		t, obj := tagName(m.dir, v), ""
-		if err == nil {
-			obj, err = gitIn(repo, fmt.Sprintf("object %s\ntype commit\ntag %s\ntagger %s\n\nkubewire %s\n", commit, t, strings.TrimSpace(ident), v), nil, "mktag")
-		}
-		tags, in = append(tags, t), in+"create refs/tags/"+t+" "+strings.TrimSpace(obj)+"\n"
-	}
-	// One transaction: every tag and the branch, or nothing. Its dry run
-	// finds a tag that exists or cannot be made (a tag `sub` makes sub/V
-	// impossible) before the checks.
-	for _, end := range []string{"abort", "commit"} {
-		if err == nil {
-			_, err = gitIn(repo, in+"prepare\n"+end+"\n", nil, "update-ref", "--stdin")
-		}
-		if err == nil && end == "abort" {
-			err = check(c, filepath.Join(work, "vcs"))
-		}
+	var ident string
+	if err == nil {
+		ident, err = git(repo, "var", "GIT_COMMITTER_IDENT")
 	}
 	if err != nil {
 		return fmt.Errorf("no tag made, %s not moved: %w", branch, err)
 	}
-	_, err = git(repo, "read-tree", "-m", "-u", head, commit)
-	fmt.Fprintf(os.Stderr, "release: %s is commit %.12s on %s, tagged %s; publish it with:\n", v, commit, branch, strings.Join(tags, " "))
+	var tags []string
+	in := "start\nupdate " + branch + " " + commit + " " + head + "\n"
+	for _, m := range c.mods {
+		tag := tagName(m.dir, v)
+		obj, err := gitIn(repo, fmt.Sprintf("object %s\ntype commit\ntag %s\ntagger %s\n\nkubewire %s\n", commit, tag, ident, v), nil, "mktag")
+		if err != nil {
+			return fmt.Errorf("no tag made, %s not moved: %w", branch, err)
+		}
+		tags = append(tags, tag)
+		in += "create refs/tags/" + tag + " " + obj + "\n"
+	}
+	// One transaction: every tag and the branch, or nothing. Its dry run
+	// finds a tag that exists or cannot be made (a tag `sub` makes sub/V
+	// impossible) before the checks.
+	_, err = gitIn(repo, in+"prepare\nabort\n", nil, "update-ref", "--stdin")
+	if err == nil {
+		err = check(c, filepath.Join(work, "vcs"))
+	}
+	if err == nil {
+		_, err = gitIn(repo, in+"prepare\ncommit\n", nil, "update-ref", "--stdin")
+	}
+	if err != nil {
+		return fmt.Errorf("no tag made, %s not moved: %w", branch, err)
+	}
+	made := fmt.Sprintf("%s is commit %.12s on %s, tagged %s", v, commit, branch, strings.Join(tags, " "))
+	// The checkout follows the branch; a file edited during the checks stops it.
+	if _, err := git(repo, "read-tree", "-m", "-u", head, commit); err != nil {
+		return fmt.Errorf("%s; only the checkout is stale (%w): git diff shows what was edited since the cut began; keep it, then git reset --hard %s", made, err, commit)
+	}
+	fmt.Fprintf(os.Stderr, "release: %s; publish it with:\n", made)
 	fmt.Printf("git push --atomic origin %s %s\n", strings.TrimPrefix(branch, "refs/heads/"), strings.Join(tags, " "))
-	return err
+	return nil
 }
 
 // candidate is the published modules of a release tree at one version.
@@ -292,30 +333,41 @@ func (c *candidate) goMod(dir string, m *pubModule, published map[string]bool) e
 func (c *candidate) checkImports(m *pubModule, all map[string]string, published map[string]bool) error {
 	root := filepath.Join(c.tree, m.dir)
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if _, gomod := os.Stat(filepath.Join(p, "go.mod")); err == nil && p != root && d.IsDir() && (gomod == nil || skipDir(d.Name())) {
-			return filepath.SkipDir // skipped, or a module of its own
-		}
-		if err != nil || !strings.HasSuffix(p, ".go") || d.IsDir() {
+		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(c.tree, p)
+		rel = filepath.ToSlash(rel)
+		_, isModule := all[rel]
+		if d.IsDir() && p != root && (isModule || skipDir(d.Name())) {
+			return filepath.SkipDir // a module of its own, or skipped
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") {
+			return nil
+		}
 		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
-		for i := 0; err == nil && i < len(f.Imports); i++ {
-			ip, o := strings.Trim(f.Imports[i].Path.Value, "`\""), ""
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			ip, _ := strconv.Unquote(imp.Path.Value)
+			owner := "" // the module that holds ip: the longest path that prefixes it
 			for _, mp := range all {
-				if (ip == mp || strings.HasPrefix(ip, mp+"/")) && len(mp) > len(o) {
-					o = mp
+				if (ip == mp || strings.HasPrefix(ip, mp+"/")) && len(mp) > len(owner) {
+					owner = mp
 				}
 			}
-			switch where := filepath.ToSlash(rel) + " imports " + ip; {
-			case !inRepo(ip) || o == m.path:
-			case slices.Contains(strings.Split(strings.TrimPrefix(ip, o), "/"), "internal"):
-				c.problemf("%s, internal to module %s: across modules nothing is internal, in test files too", where, o)
-			case o == "" || !published[o]:
-				c.problemf("%s, of the unpublished module %s", where, o)
+			if !inRepo(ip) || owner == m.path {
+				continue
+			}
+			where := rel + " imports " + ip
+			if slices.Contains(strings.Split(strings.TrimPrefix(ip, owner), "/"), "internal") {
+				c.problemf("%s, internal to module %s: across modules nothing is internal, in test files too", where, owner)
+			} else if owner == "" || !published[owner] {
+				c.problemf("%s, of the unpublished module %s", where, owner)
 			}
 		}
-		return err
+		return nil
 	})
 }
 
