@@ -73,16 +73,12 @@ func runCheck(repo string, args []string) error {
 func check(c *candidate, proxy, only string) error {
 	work, _ := os.MkdirTemp("", "kubewire-release-check-")
 	defer os.RemoveAll(work)
-	r, out := &checker{work: work, start: time.Now(), c: c}, []byte{}
-	for _, kv := range os.Environ() {
-		if !regexp.MustCompile(`^(GOWORK|GOFLAGS|GOPROXY|GONOSUMDB|GOPRIVATE|GONOPROXY|GOBIN|GODEBUG)=`).MatchString(kv) {
-			r.env = append(r.env, kv)
-		}
-	}
-	out, _ = exec.Command("go", "env", "GOPROXY").Output()
-	r.env = append(r.env, "GOWORK=off", "GOPROXY=file://"+proxy+","+strings.TrimSpace(string(out)),
+	r := &checker{work: work, start: time.Now(), c: c}
+	out, _ := exec.Command("go", "env", "GOPROXY").Output()
+	// exec takes the last value of a variable set twice.
+	r.env = append(os.Environ(), "GOWORK=off", "GOPROXY=file://"+proxy+","+strings.TrimSpace(string(out)),
 		"GONOSUMDB="+repoPath, "GOPRIVATE=", "GONOPROXY=", "GODEBUG=goindex=0", "GOBIN="+work+"/bin", "GOFLAGS=")
-	r.logf("candidate %s of %d published modules; untagged: %s", c.version, len(c.mods), strings.Join(c.untagged, ", "))
+	r.logf("candidate %s of %d published modules", c.version, len(c.mods))
 	for _, p := range c.problems {
 		r.failf("%s", p)
 	}
@@ -233,7 +229,7 @@ func (r *checker) kubeadapter() {
 // at the version driver/go.mod states (its floor, which the workspace never
 // builds), or beside agentSandboxNewest that one, and its tests pass there.
 func (r *checker) driver() {
-	m := r.c.module(repoPath + "/driver")
+	m := r.c.byPath[repoPath+"/driver"]
 	if m == nil {
 		r.failf("(c) the driver is not published")
 		return

@@ -66,9 +66,7 @@ func git(dir string, args ...string) (string, error) { return gitIn(dir, "", nil
 // output without the trailing newline.
 func gitIn(dir, stdin string, env []string, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Dir, cmd.Env, cmd.Stdin = dir, append(os.Environ(), env...), strings.NewReader(stdin)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -216,8 +214,8 @@ func runCut(repo string, args []string, check func(c *candidate, proxy string) e
 type candidate struct {
 	version, tree string
 	mods          []*pubModule
+	byPath        map[string]*pubModule
 	problems      []string // what stops a release; a check builds all the same
-	untagged      []string // directories of the untagged modules
 }
 
 type pubModule struct {
@@ -232,63 +230,65 @@ func (c *candidate) problemf(format string, args ...any) {
 	c.problems = append(c.problems, fmt.Sprintf(format, args...))
 }
 
-func (c *candidate) module(p string) *pubModule {
-	i := slices.IndexFunc(c.mods, func(m *pubModule) bool { return m.path == p })
-	if i < 0 {
-		return nil
-	}
-	return c.mods[i]
-}
-
 // newCandidate reads the tree and rewrites its go.mods as the release commit
 // of version v holds them: siblings required at v, an install module's
 // replaces dropped. What stops a release is in the problems.
 func newCandidate(tree, v string) (*candidate, error) {
 	data, err := os.ReadFile(filepath.Join(tree, modulesFile))
-	c, published, untagged := &candidate{version: v, tree: tree}, map[string]bool{}, []string{}
+	if err != nil {
+		return nil, err
+	}
+	c := &candidate{version: v, tree: tree, byPath: map[string]*pubModule{}}
+	var untagged []string
 	for n, line := range strings.Split(string(data), "\n") {
-		switch f := strings.Fields(line); {
+		f := strings.Fields(line)
+		switch {
 		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+			continue
 		case len(f) == 2 && f[0] == "untagged":
 			untagged = append(untagged, f[1]+"/")
 		case f[0] == "published" && (len(f) == 2 || len(f) == 3 && f[2] == "install"):
-			c.mods = append(c.mods, &pubModule{dir: f[1], path: modulePath(f[1]), install: len(f) == 3})
-			published[modulePath(f[1])] = true
+			m := &pubModule{dir: f[1], path: modulePath(f[1]), install: len(f) == 3}
+			c.mods = append(c.mods, m)
+			c.byPath[m.path] = m
 		default:
 			return nil, fmt.Errorf("%s:%d: want `published DIR [install]` or `untagged DIR`", modulesFile, n+1)
 		}
 	}
 	all := map[string]string{} // module path by directory
-	err = errors.Join(err, filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() && p != tree && skipDir(d.Name()) {
-			return filepath.SkipDir
-		}
-		if err == nil && d.Name() == "go.mod" {
-			data, err := os.ReadFile(p)
-			rel, _ := filepath.Rel(tree, filepath.Dir(p))
-			all[filepath.ToSlash(rel)] = modfile.ModulePath(data)
+	err = filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
 			return err
 		}
+		if d.IsDir() && p != tree && skipDir(d.Name()) {
+			return filepath.SkipDir
+		}
+		if d.Name() != "go.mod" {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(tree, filepath.Dir(p))
+		all[filepath.ToSlash(rel)] = modfile.ModulePath(data)
 		return err
-	}))
-	for _, dir := range slices.Sorted(maps.Keys(all)) {
-		m := c.module(all[dir])
-		if m == nil || m.dir != dir {
-			m, c.untagged = nil, append(c.untagged, dir)
-			if !slices.ContainsFunc(untagged, func(u string) bool { return strings.HasPrefix(dir+"/", u) }) {
-				c.problemf("%s/go.mod: module %s is neither published nor under an untagged directory in %s", dir, all[dir], modulesFile)
-			}
-		}
-		if err == nil {
-			err = c.goMod(dir, m, published)
-		}
-		if err == nil && m != nil {
-			err = c.checkImports(m, all, published)
-		}
-	}
+	})
 	for _, m := range c.mods {
 		if all[m.dir] != m.path && err == nil {
 			err = fmt.Errorf("%s publishes %s, whose go.mod is not module %s", modulesFile, m.dir, m.path)
+		}
+	}
+	for _, dir := range slices.Sorted(maps.Keys(all)) {
+		m := c.byPath[all[dir]]
+		if m != nil && m.dir != dir {
+			m = nil // a copy of a published module's path
+		}
+		if m == nil && !slices.ContainsFunc(untagged, func(u string) bool { return strings.HasPrefix(dir+"/", u) }) {
+			c.problemf("%s/go.mod: module %s is neither published nor under an untagged directory in %s", dir, all[dir], modulesFile)
+		}
+		if err == nil {
+			err = c.goMod(dir, m)
+		}
+		if err == nil && m != nil {
+			err = c.checkImports(m, all)
 		}
 	}
 	return c, err
@@ -296,7 +296,7 @@ func newCandidate(tree, v string) (*candidate, error) {
 
 // goMod checks and rewrites the go.mod in dir, of the published module m
 // or, nil, of an untagged one.
-func (c *candidate) goMod(dir string, m *pubModule, published map[string]bool) error {
+func (c *candidate) goMod(dir string, m *pubModule) error {
 	name := path.Join(dir, "go.mod")
 	data, _ := os.ReadFile(filepath.Join(c.tree, name))
 	f, err := modfile.Parse(name, data, nil)
@@ -307,7 +307,7 @@ func (c *candidate) goMod(dir string, m *pubModule, published map[string]bool) e
 		switch p := r.Mod.Path; {
 		case !inRepo(p):
 			continue
-		case m != nil && !published[p]:
+		case m != nil && c.byPath[p] == nil:
 			c.problemf("%s requires %s: a published module may require only published ones", name, p)
 		case m != nil:
 			m.requires = append(m.requires, p)
@@ -315,7 +315,7 @@ func (c *candidate) goMod(dir string, m *pubModule, published map[string]bool) e
 		err = errors.Join(err, f.AddRequire(r.Mod.Path, c.version))
 	}
 	for _, r := range slices.Clone(f.Replace) {
-		if m != nil && (!published[r.Old.Path] || r.Old.Path == m.path || r.Old.Version+r.New.Version != "" || modulePath(path.Join(m.dir, r.New.Path)) != r.Old.Path) {
+		if m != nil && (c.byPath[r.Old.Path] == nil || r.Old.Path == m.path || r.Old.Version+r.New.Version != "" || modulePath(path.Join(m.dir, r.New.Path)) != r.Old.Path) {
 			c.problemf("%s: replace %s => %s: a published go.mod replaces only its published siblings, by their directories", name, r.Old.Path, r.New.Path)
 		}
 		if m != nil && m.install {
@@ -327,10 +327,10 @@ func (c *candidate) goMod(dir string, m *pubModule, published map[string]bool) e
 }
 
 // checkImports finds m's imports, test files' included, of another
-// module's internal packages and of unpublished modules' packages. A user's
-// build may pair m with another release of the other module, and `go test
-// all` compiles m's tests.
-func (c *candidate) checkImports(m *pubModule, all map[string]string, published map[string]bool) error {
+// module's internal packages: a user's build may pair m with another release
+// of the other module, and `go test all` compiles m's tests. (An import of
+// an unpublished module needs a require, which goMod refuses.)
+func (c *candidate) checkImports(m *pubModule, all map[string]string) error {
 	root := filepath.Join(c.tree, m.dir)
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -357,14 +357,8 @@ func (c *candidate) checkImports(m *pubModule, all map[string]string, published 
 					owner = mp
 				}
 			}
-			if !inRepo(ip) || owner == m.path {
-				continue
-			}
-			where := rel + " imports " + ip
-			if slices.Contains(strings.Split(strings.TrimPrefix(ip, owner), "/"), "internal") {
-				c.problemf("%s, internal to module %s: across modules nothing is internal, in test files too", where, owner)
-			} else if owner == "" || !published[owner] {
-				c.problemf("%s, of the unpublished module %s", where, owner)
+			if owner != m.path && slices.Contains(strings.Split(strings.TrimPrefix(ip, owner), "/"), "internal") {
+				c.problemf("%s imports %s, internal to module %s: across modules nothing is internal, in test files too", rel, ip, owner)
 			}
 		}
 		return nil
@@ -433,13 +427,13 @@ func (c *candidate) writeSums(m *pubModule) error {
 	old, _ := os.ReadFile(name)
 	sums := map[module.Version]string{}
 	for _, line := range strings.Split(string(old), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && c.module(f[0]) == nil {
+		if f := strings.Fields(line); len(f) == 3 && c.byPath[f[0]] == nil {
 			sums[module.Version{Path: f[0], Version: f[1]}] = f[2]
 		}
 	}
 	for _, p := range m.requires {
-		sums[module.Version{Path: p, Version: c.version}] = c.module(p).sum
-		sums[module.Version{Path: p, Version: c.version + "/go.mod"}] = c.module(p).modSum
+		sums[module.Version{Path: p, Version: c.version}] = c.byPath[p].sum
+		sums[module.Version{Path: p, Version: c.version + "/go.mod"}] = c.byPath[p].modSum
 	}
 	keys, b := slices.Collect(maps.Keys(sums)), strings.Builder{}
 	module.Sort(keys)
