@@ -122,8 +122,9 @@ func (r *checker) failf(format string, args ...any) {
 
 // goCmd runs the go command in dir and returns its standard output.
 func (r *checker) goCmd(dir string, args ...string) (string, error) {
-	cmd, stdout, stderr := exec.Command("go", args...), &bytes.Buffer{}, &bytes.Buffer{}
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, r.env, stdout, stderr
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command("go", args...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, r.env, &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		lines := strings.Split(strings.TrimSpace(stdout.String()+stderr.String()), "\n")
 		return stdout.String(), fmt.Errorf("go %s: %v\n\t%s", strings.Join(args, " "), err, strings.Join(lines[max(0, len(lines)-40):], "\n\t"))
@@ -148,14 +149,17 @@ func (r *checker) cleanCache() {
 
 // user writes a user's module whose main package imports imports, runs
 // go get of mods (path@version) and the go commands, and reads its graph.
-func (r *checker) user(name string, mods, imports []string, cmds ...[]string) (dir string, g map[string]string, err error) {
-	dir = filepath.Join(r.work, "scratch", name)
-	gomod, main := fmt.Sprintf("module example.com/%s\n\ngo 1.26.0\n", name), "package main\n\nimport (\n"
-	for _, i := range imports {
-		main += fmt.Sprintf("\t_ %q\n", i)
+func (r *checker) user(name string, mods, imports []string, cmds ...[]string) (string, map[string]string, error) {
+	dir := filepath.Join(r.work, "scratch", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return dir, nil, err
 	}
-	err = errors.Join(os.MkdirAll(dir, 0o755), os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
+	err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/"+name+"\n\ngo 1.26.0\n"), 0o644)
 	if err == nil && len(imports) > 0 {
+		main := "package main\n\nimport (\n"
+		for _, i := range imports {
+			main += fmt.Sprintf("\t_ %q\n", i)
+		}
 		err = os.WriteFile(filepath.Join(dir, "main.go"), []byte(main+")\n\nfunc main() {}\n"), 0o644)
 	}
 	steps := append([][]string{append([]string{"get"}, mods...)}, cmds...)
@@ -165,7 +169,7 @@ func (r *checker) user(name string, mods, imports []string, cmds ...[]string) (d
 			out, err = r.goCmd(dir, args...)
 		}
 	}
-	g = map[string]string{}
+	g := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
 		if f := strings.Fields(line); len(f) >= 2 {
 			g[f[0]] = f[1]
