@@ -36,7 +36,7 @@ func gitT(t *testing.T, dir string, args ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimSpace(out)
+	return out
 }
 
 func passes(*candidate, string) error { return nil }
@@ -47,7 +47,8 @@ func cut(t *testing.T, repo, v string, check func(*candidate, string) error) (bo
 	state := func() string {
 		return gitT(t, repo, "tag") + gitT(t, repo, "rev-parse", "main") + gitT(t, repo, "status", "--porcelain")
 	}
-	before, err := state(), runCut(repo, []string{v}, check)
+	before := state()
+	err := runCut(repo, v, check)
 	return state() == before, err
 }
 

@@ -52,8 +52,8 @@ func run(args []string) error {
 	if len(args) > 0 && args[0] == "check" {
 		return runCheck(root, args[1:])
 	}
-	if len(args) > 0 && args[0] == "cut" {
-		return runCut(root, args[1:], func(c *candidate, proxy string) error { return check(c, proxy, "tabcde") })
+	if len(args) == 2 && args[0] == "cut" {
+		return runCut(root, args[1], func(c *candidate, proxy string) error { return check(c, proxy, "tabcde") })
 	}
 	return errors.New("usage: release check [-only tabcde] | cut V")
 }
@@ -98,14 +98,10 @@ func prepare(repo, rev, work, v string) (*candidate, error) {
 	return c, c.writeProxy(filepath.Join(work, "proxy"), zipDir(tree), true)
 }
 
-// runCut makes the release commit of version args[0] and checks it; then,
-// in one git transaction, all or nothing, it tags each published module on
-// it and moves the branch to it.
-func runCut(repo string, args []string, check func(c *candidate, proxy string) error) error {
-	if len(args) != 1 {
-		return errors.New("usage: release cut V")
-	}
-	v := args[0]
+// runCut makes the release commit of version v and checks it; then, in one
+// git transaction, all or nothing, it tags each published module on it and
+// moves the branch to it.
+func runCut(repo, v string, check func(c *candidate, proxy string) error) error {
 	valid := semver.IsValid(v) && semver.Canonical(v) == v && !module.IsPseudoVersion(v)
 	if !valid || semver.Major(v) != "v0" && semver.Major(v) != "v1" {
 		return fmt.Errorf("version %q: want v0 or v1 MAJOR.MINOR.PATCH, with an optional -pre-release", v)
