@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The release rehearsal, `make release-check`: every published module (the
-# list is hack/release/modules.txt) at a candidate version unique to the run,
-# built from the working tree as hack/release.sh would tag it (uncommitted
+# list is hack/release/modules.txt) at a candidate version per checkout (one
+# run at a time), built from the working tree as hack/release.sh would tag it (uncommitted
 # changes included), in a file:// module proxy; then users' scratch modules,
 # outside the repository with no replace and no workspace, go get it:
 #

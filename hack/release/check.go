@@ -39,24 +39,26 @@ type checker struct {
 func runCheck(repo string, args []string) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	only := fs.String("only", "tabcde", "the checks to run")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	work, err := os.MkdirTemp("", "kubewire-release-check-")
+	if err != nil {
+		return err
+	}
 	defer os.RemoveAll(work)
-	tree, c, out, index := filepath.Join(work, "tree"), (*candidate)(nil), "", []string{"GIT_INDEX_FILE=" + work + "/index"}
 	// The tree a commit of the working tree would hold, by a private index.
+	index := []string{"GIT_INDEX_FILE=" + work + "/index"}
+	var treeID string
 	for _, args := range [][]string{{"read-tree", "HEAD"}, {"add", "-A"}, {"write-tree"}} {
 		if err == nil {
-			out, err = gitIn(repo, "", index, args...)
+			treeID, err = gitIn(repo, "", index, args...)
 		}
 	}
-	if err = errors.Join(err, fs.Parse(args)); err == nil {
-		err = exportRev(repo, strings.TrimSpace(out), tree)
+	if err != nil {
+		return err
 	}
-	if err == nil {
-		c, err = newCandidate(tree, fmt.Sprintf("v0.0.0-check.w%.4x", sha256.Sum256([]byte(repo))))
-	}
-	if err == nil {
-		err = c.writeProxy(filepath.Join(work, "proxy"), zipDir(tree), true)
-	}
+	c, err := prepare(repo, treeID, work, fmt.Sprintf("v0.0.0-check.w%.4x", sha256.Sum256([]byte(repo))))
 	if err != nil {
 		return err
 	}
@@ -71,24 +73,22 @@ func runCheck(repo string, args []string) error {
 func check(c *candidate, proxy, only string) error {
 	work, _ := os.MkdirTemp("", "kubewire-release-check-")
 	defer os.RemoveAll(work)
-	r, out := &checker{work: work, start: time.Now(), c: c}, []byte{}
-	for _, kv := range os.Environ() {
-		if !regexp.MustCompile(`^(GOWORK|GOFLAGS|GOPROXY|GONOSUMDB|GOPRIVATE|GONOPROXY|GOBIN|GODEBUG)=`).MatchString(kv) {
-			r.env = append(r.env, kv)
-		}
-	}
-	out, _ = exec.Command("go", "env", "GOPROXY").Output()
-	r.env = append(r.env, "GOWORK=off", "GOPROXY=file://"+proxy+","+strings.TrimSpace(string(out)),
+	r := &checker{work: work, start: time.Now(), c: c}
+	out, _ := exec.Command("go", "env", "GOPROXY").Output()
+	// exec takes the last value of a variable set twice.
+	r.env = append(os.Environ(), "GOWORK=off", "GOPROXY=file://"+proxy+","+strings.TrimSpace(string(out)),
 		"GONOSUMDB="+repoPath, "GOPRIVATE=", "GONOPROXY=", "GODEBUG=goindex=0", "GOBIN="+work+"/bin", "GOFLAGS=")
-	r.logf("candidate %s of %d published modules; untagged: %s", c.version, len(c.mods), strings.Join(c.untagged, ", "))
+	r.logf("candidate %s of %d published modules", c.version, len(c.mods))
 	for _, p := range c.problems {
 		r.failf("%s", p)
 	}
 	r.cleanCache()
 	defer r.cleanCache()
-	for i, check := range []func(){r.tidy, r.timeoutOnly, r.kubeadapter, r.driver, r.install, r.everything} {
-		if r.start = time.Now(); strings.ContainsRune(only, rune("tabcde"[i])) {
-			check()
+	checks := []func(){r.tidy, r.timeoutOnly, r.kubeadapter, r.driver, r.install, r.everything}
+	for i, name := range "tabcde" {
+		if strings.ContainsRune(only, name) {
+			r.start = time.Now()
+			checks[i]()
 		}
 	}
 	fmt.Printf("release-check: %d problems\n", r.failed)
@@ -98,15 +98,17 @@ func check(c *candidate, proxy, only string) error {
 	return nil
 }
 
-// newestRelease is the newest release tag of the root, or "".
-func newestRelease(repo string) (latest string) {
-	tags, _ := git(repo, "tag", "-l", "v*")
+// newestRelease is the newest release tag of the root, or "". It knows only
+// the tags fetched into repo (RELEASING.md).
+func newestRelease(repo string) (string, error) {
+	tags, err := git(repo, "tag", "-l", "v*")
+	latest := ""
 	for _, t := range strings.Fields(tags) {
 		if semver.IsValid(t) && semver.Prerelease(t) == "" && semver.Compare(t, latest) > 0 {
 			latest = t
 		}
 	}
-	return latest
+	return latest, err
 }
 
 func (r *checker) logf(format string, args ...any) {
@@ -120,8 +122,9 @@ func (r *checker) failf(format string, args ...any) {
 
 // goCmd runs the go command in dir and returns its standard output.
 func (r *checker) goCmd(dir string, args ...string) (string, error) {
-	cmd, stdout, stderr := exec.Command("go", args...), &bytes.Buffer{}, &bytes.Buffer{}
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, r.env, stdout, stderr
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command("go", args...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, r.env, &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		lines := strings.Split(strings.TrimSpace(stdout.String()+stderr.String()), "\n")
 		return stdout.String(), fmt.Errorf("go %s: %v\n\t%s", strings.Join(args, " "), err, strings.Join(lines[max(0, len(lines)-40):], "\n\t"))
@@ -146,23 +149,27 @@ func (r *checker) cleanCache() {
 
 // user writes a user's module whose main package imports imports, runs
 // go get of mods (path@version) and the go commands, and reads its graph.
-func (r *checker) user(name string, mods, imports []string, cmds ...[]string) (dir string, g map[string]string, err error) {
-	dir = filepath.Join(r.work, "scratch", name)
-	gomod, main := fmt.Sprintf("module example.com/%s\n\ngo 1.26.0\n", name), "package main\n\nimport (\n"
-	for _, i := range imports {
-		main += fmt.Sprintf("\t_ %q\n", i)
+func (r *checker) user(name string, mods, imports []string, cmds ...[]string) (string, map[string]string, error) {
+	dir := filepath.Join(r.work, "scratch", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return dir, nil, err
 	}
-	err = errors.Join(os.MkdirAll(dir, 0o755), os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
+	err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/"+name+"\n\ngo 1.26.0\n"), 0o644)
 	if err == nil && len(imports) > 0 {
+		main := "package main\n\nimport (\n"
+		for _, i := range imports {
+			main += fmt.Sprintf("\t_ %q\n", i)
+		}
 		err = os.WriteFile(filepath.Join(dir, "main.go"), []byte(main+")\n\nfunc main() {}\n"), 0o644)
 	}
+	steps := append([][]string{append([]string{"get"}, mods...)}, cmds...)
 	var out string
-	for _, args := range append(append([][]string{append([]string{"get"}, mods...)}, cmds...), []string{"list", "-m", "all"}) {
+	for _, args := range append(steps, []string{"list", "-m", "all"}) {
 		if err == nil {
 			out, err = r.goCmd(dir, args...)
 		}
 	}
-	g = map[string]string{}
+	g := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
 		if f := strings.Fields(line); len(f) >= 2 {
 			g[f[0]] = f[1]
@@ -173,10 +180,6 @@ func (r *checker) user(name string, mods, imports []string, cmds ...[]string) (d
 
 // -race, as make test's matrices build the same graphs: one cold compile.
 var tidyBuild = [][]string{{"mod", "tidy"}, {"build", "-race", "./..."}}
-
-func versions(g map[string]string) string {
-	return fmt.Sprintf("%d modules, client-go %q, x/net %q", len(g), g["k8s.io/client-go"], g["golang.org/x/net"])
-}
 
 // tidy is (t): in the release tree, go mod tidy changes no published go.mod
 // or go.sum (a missing checksum breaks go install).
@@ -202,7 +205,7 @@ func (r *checker) timeoutOnly() {
 	if err != nil || len(bad) > 0 {
 		r.failf("(a) importing only timeout: %v; brings %s", err, strings.Join(bad, ", "))
 	}
-	r.logf("(a) go get %s@%s, import timeout: builds; %s", repoPath, r.c.version, versions(g))
+	r.logf("(a) go get %s@%s, import timeout: builds, %d modules", repoPath, r.c.version, len(g))
 }
 
 // kubeadapter is (b): beside the oldest client-go it supports, kubeadapter
@@ -219,14 +222,14 @@ func (r *checker) kubeadapter() {
 			r.failf("(b) kubeadapter raises the user's %s %s to %s", p, had, got)
 		}
 	}
-	r.logf("(b) go get kubeadapter@%s beside client-go %s: builds; %s", r.c.version, clientGoFloor, versions(g))
+	r.logf("(b) go get kubeadapter@%s beside client-go %s: builds, %d modules", r.c.version, clientGoFloor, len(g))
 }
 
 // driver is (c): go get -t of the driver's packages selects every module
 // at the version driver/go.mod states (its floor, which the workspace never
 // builds), or beside agentSandboxNewest that one, and its tests pass there.
 func (r *checker) driver() {
-	m := r.c.module(repoPath + "/driver")
+	m := r.c.byPath[repoPath+"/driver"]
 	if m == nil {
 		r.failf("(c) the driver is not published")
 		return
@@ -234,9 +237,9 @@ func (r *checker) driver() {
 	f, _ := modfile.ParseLax("go.mod", m.goMod, nil)
 	for _, sandbox := range []string{"", agentSandboxNewest} {
 		r.start = time.Now()
-		get := []string{"-t", m.path + "/...@" + r.c.version, "sigs.k8s.io/agent-sandbox@" + sandbox}
-		if sandbox == "" {
-			get = get[:2]
+		get := []string{"-t", m.path + "/...@" + r.c.version}
+		if sandbox != "" {
+			get = append(get, "sigs.k8s.io/agent-sandbox@"+sandbox)
 		}
 		dir, g, err := r.user("driver"+sandbox, get, nil)
 		out := ""
@@ -255,7 +258,7 @@ func (r *checker) driver() {
 		if err != nil {
 			r.failf("(c) go get -t %s: %v", strings.Join(get[1:], " "), err)
 		}
-		r.logf("(c) go get -t %s, go test there: %d packages ok; %s", strings.Join(get[1:], " "), strings.Count("\n"+out, "\nok "), versions(g))
+		r.logf("(c) go get -t %s, go test there: %d packages ok", strings.Join(get[1:], " "), strings.Count("\n"+out, "\nok "))
 	}
 }
 
@@ -278,9 +281,9 @@ func (r *checker) everything() {
 	for _, m := range r.c.mods {
 		mods = append(mods, m.path+"@"+r.c.version)
 	}
-	if _, g, err := r.user("all", mods, nil, []string{"build", "-mod=mod", repoPath + "/..."}); err != nil {
+	if _, _, err := r.user("all", mods, nil, []string{"build", "-mod=mod", repoPath + "/..."}); err != nil {
 		r.failf("(e) %v", err)
 	} else {
-		r.logf("(e) every published module@%s in one user's module: all packages build; %s", r.c.version, versions(g))
+		r.logf("(e) every published module@%s in one user's module: all packages build", r.c.version)
 	}
 }

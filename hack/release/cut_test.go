@@ -36,7 +36,7 @@ func gitT(t *testing.T, dir string, args ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimSpace(out)
+	return out
 }
 
 func passes(*candidate, string) error { return nil }
@@ -47,19 +47,9 @@ func cut(t *testing.T, repo, v string, check func(*candidate, string) error) (bo
 	state := func() string {
 		return gitT(t, repo, "tag") + gitT(t, repo, "rev-parse", "main") + gitT(t, repo, "status", "--porcelain")
 	}
-	before, err := state(), runCut(repo, []string{v}, check)
+	before := state()
+	err := runCut(repo, v, check)
 	return state() == before, err
-}
-
-// Defect 1: `## v1.2.3-rc.1` matched `## v1.2.3\b`, and v1.2.3 was tagged.
-func TestCutNeedsTheVersionsOwnHeading(t *testing.T) {
-	repo := newRepo(t, "# Changelog\n\n## v1.2.3-rc.1\n")
-	if same, err := cut(t, repo, "v1.2.3", passes); err == nil || !strings.Contains(err.Error(), "no heading `## v1.2.3`") || !same {
-		t.Errorf("cut v1.2.3 under `## v1.2.3-rc.1`: %v, nothing changed: %v; want no heading, nothing changed", err, same)
-	}
-	if _, err := cut(t, repo, "v1.2.3-rc.1", passes); err != nil {
-		t.Errorf("cut v1.2.3-rc.1 under its own heading: %v", err)
-	}
 }
 
 // Defect 2: when a module's tag could not be made (a tag `sub` exists, so
@@ -78,6 +68,9 @@ func TestCutIsAllOrNothing(t *testing.T) {
 	if _, err := cut(t, repo, "v1.2.3", passes); err != nil {
 		t.Fatalf("the rerun: %v", err)
 	}
+	if st := gitT(t, repo, "status", "--porcelain"); st != "" {
+		t.Errorf("the checkout after the release:\n%s\nwant it clean, on the release commit", st)
+	}
 	release := gitT(t, repo, "rev-parse", "main")
 	if got, want := gitT(t, repo, "rev-parse", "main^", "v1.2.3^{commit}", "sub/v1.2.3^{commit}"), head+"\n"+release+"\n"+release; got != want {
 		t.Errorf("main^ and the tags' commits: %s; want %s and the release commit on main, %s", got, head, release)
@@ -88,5 +81,59 @@ func TestCutIsAllOrNothing(t *testing.T) {
 	}
 	if same, err := cut(t, repo, "v1.2.3", passes); err == nil || !strings.Contains(err.Error(), "not above the release v1.2.3") || !same {
 		t.Errorf("a second cut of v1.2.3: %v, nothing changed: %v", err, same)
+	}
+}
+
+// The version's inputs; defect 1: `## v1.2.3-rc.1` matched `## v1.2.3\b`,
+// and v1.2.3 was tagged.
+func TestCutVersion(t *testing.T) {
+	tests := []struct {
+		give, tag, changelog, wantErr string
+	}{
+		{give: "v1.2.3", changelog: "## v1.2.3-rc.1\n", wantErr: "no heading `## v1.2.3`"},
+		{give: "v1.2.3-rc.1"},
+		{give: "v1.2.3+build", wantErr: "want v0 or v1"},
+		{give: "v2.0.0", wantErr: "want v0 or v1"},
+		{give: "v10.0.0", wantErr: "want v0 or v1"},
+		{give: "v1.2.3", tag: "v1.2.3", wantErr: "not above the release v1.2.3"},
+		{give: "v1.2.2", tag: "v1.2.3", wantErr: "not above the release v1.2.3"},
+		{give: "v1.2.3-rc.1", tag: "v1.2.3", wantErr: "not above the release v1.2.3"},
+		{give: "v1.2.3", changelog: "# Changelog\r\n\r\n## v1.2.3\r\n\r\n- a change\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			if tt.changelog == "" {
+				tt.changelog = "## " + tt.give + "\n"
+			}
+			repo := newRepo(t, tt.changelog)
+			if tt.tag != "" {
+				gitT(t, repo, "tag", tt.tag)
+			}
+			same, err := cut(t, repo, tt.give, passes)
+			if tt.wantErr == "" && err != nil {
+				t.Errorf("cut %s under %q: %v", tt.give, tt.changelog, err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !same) {
+				t.Errorf("cut %s: %v, nothing changed: %v; want %q, nothing changed", tt.give, err, same, tt.wantErr)
+			}
+		})
+	}
+}
+
+// A go.mod edited during the checks keeps the checkout from following the
+// release: the error says the release is made and how to follow it.
+func TestCutReportsAStaleCheckout(t *testing.T) {
+	repo := newRepo(t, "## v1.2.3\n")
+	edit := func(*candidate, string) error {
+		return os.WriteFile(filepath.Join(repo, "sub", "go.mod"), []byte("edited\n"), 0o644)
+	}
+	_, err := cut(t, repo, "v1.2.3", edit)
+	release := gitT(t, repo, "rev-parse", "v1.2.3^{commit}")
+	if err == nil || !strings.Contains(err.Error(), "git reset --hard "+release) || gitT(t, repo, "rev-parse", "main") != release {
+		t.Fatalf("cut v1.2.3, sub/go.mod edited during the checks: %v; want the release made, main on it, and the fix", err)
+	}
+	gitT(t, repo, "reset", "--hard", release)
+	if st := gitT(t, repo, "status", "--porcelain"); st != "" {
+		t.Errorf("the checkout after the fix:\n%s\nwant it clean", st)
 	}
 }

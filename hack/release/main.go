@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,27 +38,32 @@ const (
 )
 
 func main() {
-	root, err := git(".", "rev-parse", "--show-toplevel")
-	switch args, root := os.Args[1:], strings.TrimSpace(root); {
-	case err != nil:
-	case len(args) > 0 && args[0] == "check":
-		err = runCheck(root, args[1:])
-	case len(args) > 0 && args[0] == "cut":
-		err = runCut(root, args[1:], func(c *candidate, proxy string) error { return check(c, proxy, "tabcde") })
-	default:
-		err = fmt.Errorf("usage: release check [-only tabcde] | cut V")
-	}
-	if err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "release: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+func run(args []string) error {
+	root, err := git(".", "rev-parse", "--show-toplevel")
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 && args[0] == "check" {
+		return runCheck(root, args[1:])
+	}
+	if len(args) == 2 && args[0] == "cut" {
+		return runCut(root, args[1], func(c *candidate, proxy string) error { return check(c, proxy, "tabcde") })
+	}
+	return errors.New("usage: release check [-only tabcde] | cut V")
 }
 
 var errReported = errors.New("the release check failed")
 
 func git(dir string, args ...string) (string, error) { return gitIn(dir, "", nil, args...) }
 
-// gitIn runs git in dir with stdin and extra environment.
+// gitIn runs git in dir with stdin and extra environment, and returns its
+// output without the trailing newline.
 func gitIn(dir, stdin string, env []string, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
 	cmd.Dir, cmd.Env, cmd.Stdin = dir, append(os.Environ(), env...), strings.NewReader(stdin)
@@ -67,7 +73,7 @@ func gitIn(dir, stdin string, env []string, args ...string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
-	return string(out), nil
+	return strings.TrimSpace(string(out)), nil
 }
 
 func modulePath(dir string) string { return strings.TrimSuffix(repoPath+"/"+dir, "/.") }
@@ -77,50 +83,65 @@ func skipDir(n string) bool {
 	return n == "testdata" || n == "vendor" || strings.ContainsAny(n[:1], "._")
 }
 
-// exportRev writes the tree of rev into dst, as git archive has it.
-func exportRev(repo, rev, dst string) error {
-	out, err := exec.Command("sh", "-c", `mkdir -p "$3" && git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", repo, rev, dst).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("git archive %s: %w: %s", rev, err, out)
+// prepare exports rev (a commit or a tree) into work/tree, reads the
+// candidate at v there and lays it out as a proxy in work/proxy.
+func prepare(repo, rev, work, v string) (*candidate, error) {
+	tree := filepath.Join(work, "tree")
+	script := `mkdir -p "$3" && git -C "$1" archive "$2" | tar -x -C "$3"`
+	if out, err := exec.Command("sh", "-c", script, "sh", repo, rev, tree).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("git archive %s: %w: %s", rev, err, out)
 	}
-	return nil
+	c, err := newCandidate(tree, v)
+	if err != nil {
+		return nil, err
+	}
+	return c, c.writeProxy(filepath.Join(work, "proxy"), zipDir(tree), true)
 }
 
-// runCut makes the release commit of version args[0] and checks it; then,
-// in one git transaction, all or nothing, it tags each published module on
-// it and moves the branch to it.
-func runCut(repo string, args []string, check func(c *candidate, proxy string) error) error {
-	work, _ := os.MkdirTemp("", "kubewire-release-cut-")
-	defer os.RemoveAll(work)
-	tree, c := filepath.Join(work, "tree"), (*candidate)(nil)
+// runCut makes the release commit of version v and checks it; then, in one
+// git transaction, all or nothing, it tags each published module on it and
+// moves the branch to it.
+func runCut(repo, v string, check func(c *candidate, proxy string) error) error {
+	valid := semver.IsValid(v) && semver.Canonical(v) == v && !module.IsPseudoVersion(v)
+	if !valid || semver.Major(v) != "v0" && semver.Major(v) != "v1" {
+		return fmt.Errorf("version %q: want v0 or v1 MAJOR.MINOR.PATCH, with an optional -pre-release", v)
+	}
 	branch, err := git(repo, "symbolic-ref", "-q", "HEAD")
-	head, herr := git(repo, "rev-parse", "HEAD")
-	st, serr := git(repo, "status", "--porcelain")
-	branch, head, v, latest := strings.TrimSpace(branch), strings.TrimSpace(head), strings.Join(args, " "), newestRelease(repo)
-	switch err = errors.Join(err, herr, serr); {
-	case err != nil:
-	case st != "":
-		err = fmt.Errorf("the working tree has changes; a release is cut from a commit:\n%s", st)
-	case !semver.IsValid(v) || semver.Canonical(v) != v || semver.Major(v) > "v1" || module.IsPseudoVersion(v):
-		err = fmt.Errorf("version %q: want v0 or v1 MAJOR.MINOR.PATCH, with an optional -pre-release", v)
-	case latest != "" && semver.Compare(v, latest) <= 0:
-		err = fmt.Errorf("%s is not above the release %s", v, latest)
-	default:
-		err = exportRev(repo, head, tree)
+	if err != nil {
+		return fmt.Errorf("HEAD is on no branch: %w", err)
 	}
-	changelog, _ := os.ReadFile(filepath.Join(tree, "CHANGELOG.md"))
+	head, err := git(repo, "rev-parse", "HEAD")
+	if err != nil {
+		return err
+	}
+	status, err := git(repo, "status", "--porcelain")
+	if err != nil {
+		return err
+	}
+	if status != "" {
+		return fmt.Errorf("the working tree has changes; a release is cut from a commit:\n%s", status)
+	}
+	latest, err := newestRelease(repo)
+	if err != nil {
+		return err
+	}
+	if latest != "" && semver.Compare(v, latest) <= 0 {
+		return fmt.Errorf("%s is not above the release %s", v, latest)
+	}
 	// The heading is the version alone: `## v1.2.3-rc.1` is not v1.2.3's.
-	if err == nil && !regexp.MustCompile(`(?m)^## `+regexp.QuoteMeta(v)+`[ \t]*$`).Match(changelog) {
-		err = fmt.Errorf("CHANGELOG.md has no heading `## %s`: name the release's changes first", v)
+	// In a CRLF file, (?m)$ matches after the \r.
+	changelog, _ := git(repo, "show", head+":CHANGELOG.md")
+	if !regexp.MustCompile(`(?m)^## ` + regexp.QuoteMeta(v) + `[ \t\r]*$`).MatchString(changelog) {
+		return fmt.Errorf("CHANGELOG.md has no heading `## %s`: name the release's changes first", v)
 	}
-	if err == nil {
-		c, err = newCandidate(tree, v)
+	work, err := os.MkdirTemp("", "kubewire-release-cut-")
+	if err != nil {
+		return err
 	}
+	defer os.RemoveAll(work)
+	c, err := prepare(repo, head, work, v)
 	if err == nil && len(c.problems) > 0 {
 		err = fmt.Errorf("the tree fails the release's reading:\n\t%s", strings.Join(c.problems, "\n\t"))
-	}
-	if err == nil {
-		err = c.writeProxy(filepath.Join(work, "proxy"), zipDir(tree), true)
 	}
 	if err != nil {
 		return err
@@ -128,55 +149,69 @@ func runCut(repo string, args []string, check func(c *candidate, proxy string) e
 
 	// The release commit: HEAD with every go.mod and go.sum as rewritten.
 	gitDir, err := git(repo, "rev-parse", "--absolute-git-dir")
-	env := []string{"GIT_INDEX_FILE=" + work + "/index", "GIT_DIR=" + strings.TrimSpace(gitDir), "GIT_WORK_TREE=" + tree}
+	env := []string{"GIT_INDEX_FILE=" + work + "/index", "GIT_DIR=" + gitDir, "GIT_WORK_TREE=" + c.tree}
+	var treeID, commit string
 	for _, args := range [][]string{{"read-tree", head}, {"add", "-f", "--", "*go.mod", "*go.sum"}, {"write-tree"}} {
 		if err == nil {
-			gitDir, err = gitIn(tree, "", env, args...)
+			treeID, err = gitIn(c.tree, "", env, args...)
 		}
 	}
 	msg := fmt.Sprintf("Release %s\n\nEvery go.mod requires its siblings at %s; the published modules\nare tagged here, one version for all.\n", v, v)
-	commit, cerr := git(repo, "commit-tree", strings.TrimSpace(gitDir), "-p", head, "-m", msg)
-	commit = strings.TrimSpace(commit)
+	if err == nil {
+		commit, err = git(repo, "commit-tree", treeID, "-p", head, "-m", msg)
+	}
 	// The checks run on git's own zips of the commit, as the public module
 	// proxy will make them: a go.sum that disagrees fails (t) and (d).
-	if err = errors.Join(err, cerr); err == nil {
+	if err == nil {
 		err = c.writeProxy(filepath.Join(work, "vcs"), zipVCS(repo, commit), false)
 	}
-	ident, ierr := git(repo, "var", "GIT_COMMITTER_IDENT")
-	in, tags, err := "start\nupdate "+branch+" "+commit+" "+head+"\n", []string{}, errors.Join(err, ierr)
-	for _, m := range c.mods {
-		t, obj := tagName(m.dir, v), ""
-		if err == nil {
-			obj, err = gitIn(repo, fmt.Sprintf("object %s\ntype commit\ntag %s\ntagger %s\n\nkubewire %s\n", commit, t, strings.TrimSpace(ident), v), nil, "mktag")
-		}
-		tags, in = append(tags, t), in+"create refs/tags/"+t+" "+strings.TrimSpace(obj)+"\n"
-	}
-	// One transaction: every tag and the branch, or nothing. Its dry run
-	// finds a tag that exists or cannot be made (a tag `sub` makes sub/V
-	// impossible) before the checks.
-	for _, end := range []string{"abort", "commit"} {
-		if err == nil {
-			_, err = gitIn(repo, in+"prepare\n"+end+"\n", nil, "update-ref", "--stdin")
-		}
-		if err == nil && end == "abort" {
-			err = check(c, filepath.Join(work, "vcs"))
-		}
+	var ident string
+	if err == nil {
+		ident, err = git(repo, "var", "GIT_COMMITTER_IDENT")
 	}
 	if err != nil {
 		return fmt.Errorf("no tag made, %s not moved: %w", branch, err)
 	}
-	_, err = git(repo, "read-tree", "-m", "-u", head, commit)
-	fmt.Fprintf(os.Stderr, "release: %s is commit %.12s on %s, tagged %s; publish it with:\n", v, commit, branch, strings.Join(tags, " "))
+	var tags []string
+	in := "start\nupdate " + branch + " " + commit + " " + head + "\n"
+	for _, m := range c.mods {
+		tag := tagName(m.dir, v)
+		obj, err := gitIn(repo, fmt.Sprintf("object %s\ntype commit\ntag %s\ntagger %s\n\nkubewire %s\n", commit, tag, ident, v), nil, "mktag")
+		if err != nil {
+			return fmt.Errorf("no tag made, %s not moved: %w", branch, err)
+		}
+		tags = append(tags, tag)
+		in += "create refs/tags/" + tag + " " + obj + "\n"
+	}
+	// One transaction: every tag and the branch, or nothing. Its dry run
+	// finds a tag that exists or cannot be made (a tag `sub` makes sub/V
+	// impossible) before the checks.
+	_, err = gitIn(repo, in+"prepare\nabort\n", nil, "update-ref", "--stdin")
+	if err == nil {
+		err = check(c, filepath.Join(work, "vcs"))
+	}
+	if err == nil {
+		_, err = gitIn(repo, in+"prepare\ncommit\n", nil, "update-ref", "--stdin")
+	}
+	if err != nil {
+		return fmt.Errorf("no tag made, %s not moved: %w", branch, err)
+	}
+	made := fmt.Sprintf("%s is commit %.12s on %s, tagged %s", v, commit, branch, strings.Join(tags, " "))
+	// The checkout follows the branch; a file edited during the checks stops it.
+	if _, err := git(repo, "read-tree", "-m", "-u", head, commit); err != nil {
+		return fmt.Errorf("%s; only the checkout is stale (%w): git diff shows what was edited since the cut began; keep it, then git reset --hard %s", made, err, commit)
+	}
+	fmt.Fprintf(os.Stderr, "release: %s; publish it with:\n", made)
 	fmt.Printf("git push --atomic origin %s %s\n", strings.TrimPrefix(branch, "refs/heads/"), strings.Join(tags, " "))
-	return err
+	return nil
 }
 
 // candidate is the published modules of a release tree at one version.
 type candidate struct {
 	version, tree string
 	mods          []*pubModule
+	byPath        map[string]*pubModule
 	problems      []string // what stops a release; a check builds all the same
-	untagged      []string // directories of the untagged modules
 }
 
 type pubModule struct {
@@ -191,63 +226,65 @@ func (c *candidate) problemf(format string, args ...any) {
 	c.problems = append(c.problems, fmt.Sprintf(format, args...))
 }
 
-func (c *candidate) module(p string) *pubModule {
-	i := slices.IndexFunc(c.mods, func(m *pubModule) bool { return m.path == p })
-	if i < 0 {
-		return nil
-	}
-	return c.mods[i]
-}
-
 // newCandidate reads the tree and rewrites its go.mods as the release commit
 // of version v holds them: siblings required at v, an install module's
 // replaces dropped. What stops a release is in the problems.
 func newCandidate(tree, v string) (*candidate, error) {
 	data, err := os.ReadFile(filepath.Join(tree, modulesFile))
-	c, published, untagged := &candidate{version: v, tree: tree}, map[string]bool{}, []string{}
+	if err != nil {
+		return nil, err
+	}
+	c := &candidate{version: v, tree: tree, byPath: map[string]*pubModule{}}
+	var untagged []string
 	for n, line := range strings.Split(string(data), "\n") {
-		switch f := strings.Fields(line); {
+		f := strings.Fields(line)
+		switch {
 		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+			continue
 		case len(f) == 2 && f[0] == "untagged":
 			untagged = append(untagged, f[1]+"/")
 		case f[0] == "published" && (len(f) == 2 || len(f) == 3 && f[2] == "install"):
-			c.mods = append(c.mods, &pubModule{dir: f[1], path: modulePath(f[1]), install: len(f) == 3})
-			published[modulePath(f[1])] = true
+			m := &pubModule{dir: f[1], path: modulePath(f[1]), install: len(f) == 3}
+			c.mods = append(c.mods, m)
+			c.byPath[m.path] = m
 		default:
 			return nil, fmt.Errorf("%s:%d: want `published DIR [install]` or `untagged DIR`", modulesFile, n+1)
 		}
 	}
 	all := map[string]string{} // module path by directory
-	err = errors.Join(err, filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() && p != tree && skipDir(d.Name()) {
-			return filepath.SkipDir
-		}
-		if err == nil && d.Name() == "go.mod" {
-			data, err := os.ReadFile(p)
-			rel, _ := filepath.Rel(tree, filepath.Dir(p))
-			all[filepath.ToSlash(rel)] = modfile.ModulePath(data)
+	err = filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
 			return err
 		}
+		if d.IsDir() && p != tree && skipDir(d.Name()) {
+			return filepath.SkipDir
+		}
+		if d.Name() != "go.mod" {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(tree, filepath.Dir(p))
+		all[filepath.ToSlash(rel)] = modfile.ModulePath(data)
 		return err
-	}))
-	for _, dir := range slices.Sorted(maps.Keys(all)) {
-		m := c.module(all[dir])
-		if m == nil || m.dir != dir {
-			m, c.untagged = nil, append(c.untagged, dir)
-			if !slices.ContainsFunc(untagged, func(u string) bool { return strings.HasPrefix(dir+"/", u) }) {
-				c.problemf("%s/go.mod: module %s is neither published nor under an untagged directory in %s", dir, all[dir], modulesFile)
-			}
-		}
-		if err == nil {
-			err = c.goMod(dir, m, published)
-		}
-		if err == nil && m != nil {
-			err = c.checkImports(m, all, published)
-		}
-	}
+	})
 	for _, m := range c.mods {
 		if all[m.dir] != m.path && err == nil {
 			err = fmt.Errorf("%s publishes %s, whose go.mod is not module %s", modulesFile, m.dir, m.path)
+		}
+	}
+	for _, dir := range slices.Sorted(maps.Keys(all)) {
+		m := c.byPath[all[dir]]
+		if m != nil && m.dir != dir {
+			m = nil // a copy of a published module's path
+		}
+		if m == nil && !slices.ContainsFunc(untagged, func(u string) bool { return strings.HasPrefix(dir+"/", u) }) {
+			c.problemf("%s/go.mod: module %s is neither published nor under an untagged directory in %s", dir, all[dir], modulesFile)
+		}
+		if err == nil {
+			err = c.goMod(dir, m)
+		}
+		if err == nil && m != nil {
+			err = c.checkImports(m, all)
 		}
 	}
 	return c, err
@@ -255,7 +292,7 @@ func newCandidate(tree, v string) (*candidate, error) {
 
 // goMod checks and rewrites the go.mod in dir, of the published module m
 // or, nil, of an untagged one.
-func (c *candidate) goMod(dir string, m *pubModule, published map[string]bool) error {
+func (c *candidate) goMod(dir string, m *pubModule) error {
 	name := path.Join(dir, "go.mod")
 	data, _ := os.ReadFile(filepath.Join(c.tree, name))
 	f, err := modfile.Parse(name, data, nil)
@@ -266,7 +303,7 @@ func (c *candidate) goMod(dir string, m *pubModule, published map[string]bool) e
 		switch p := r.Mod.Path; {
 		case !inRepo(p):
 			continue
-		case m != nil && !published[p]:
+		case m != nil && c.byPath[p] == nil:
 			c.problemf("%s requires %s: a published module may require only published ones", name, p)
 		case m != nil:
 			m.requires = append(m.requires, p)
@@ -274,7 +311,7 @@ func (c *candidate) goMod(dir string, m *pubModule, published map[string]bool) e
 		err = errors.Join(err, f.AddRequire(r.Mod.Path, c.version))
 	}
 	for _, r := range slices.Clone(f.Replace) {
-		if m != nil && (!published[r.Old.Path] || r.Old.Path == m.path || r.Old.Version+r.New.Version != "" || modulePath(path.Join(m.dir, r.New.Path)) != r.Old.Path) {
+		if m != nil && (c.byPath[r.Old.Path] == nil || r.Old.Path == m.path || r.Old.Version+r.New.Version != "" || modulePath(path.Join(m.dir, r.New.Path)) != r.Old.Path) {
 			c.problemf("%s: replace %s => %s: a published go.mod replaces only its published siblings, by their directories", name, r.Old.Path, r.New.Path)
 		}
 		if m != nil && m.install {
@@ -286,36 +323,41 @@ func (c *candidate) goMod(dir string, m *pubModule, published map[string]bool) e
 }
 
 // checkImports finds m's imports, test files' included, of another
-// module's internal packages and of unpublished modules' packages. A user's
-// build may pair m with another release of the other module, and `go test
-// all` compiles m's tests.
-func (c *candidate) checkImports(m *pubModule, all map[string]string, published map[string]bool) error {
+// module's internal packages: a user's build may pair m with another release
+// of the other module, and `go test all` compiles m's tests. (An import of
+// an unpublished module needs a require, which goMod refuses.)
+func (c *candidate) checkImports(m *pubModule, all map[string]string) error {
 	root := filepath.Join(c.tree, m.dir)
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if _, gomod := os.Stat(filepath.Join(p, "go.mod")); err == nil && p != root && d.IsDir() && (gomod == nil || skipDir(d.Name())) {
-			return filepath.SkipDir // skipped, or a module of its own
-		}
-		if err != nil || !strings.HasSuffix(p, ".go") || d.IsDir() {
+		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(c.tree, p)
+		rel = filepath.ToSlash(rel)
+		_, isModule := all[rel]
+		if d.IsDir() && p != root && (isModule || skipDir(d.Name())) {
+			return filepath.SkipDir // a module of its own, or skipped
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") {
+			return nil
+		}
 		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
-		for i := 0; err == nil && i < len(f.Imports); i++ {
-			ip, o := strings.Trim(f.Imports[i].Path.Value, "`\""), ""
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			ip, _ := strconv.Unquote(imp.Path.Value)
+			owner := "" // the module that holds ip: the longest path that prefixes it
 			for _, mp := range all {
-				if (ip == mp || strings.HasPrefix(ip, mp+"/")) && len(mp) > len(o) {
-					o = mp
+				if (ip == mp || strings.HasPrefix(ip, mp+"/")) && len(mp) > len(owner) {
+					owner = mp
 				}
 			}
-			switch where := filepath.ToSlash(rel) + " imports " + ip; {
-			case !inRepo(ip) || o == m.path:
-			case slices.Contains(strings.Split(strings.TrimPrefix(ip, o), "/"), "internal"):
-				c.problemf("%s, internal to module %s: across modules nothing is internal, in test files too", where, o)
-			case o == "" || !published[o]:
-				c.problemf("%s, of the unpublished module %s", where, o)
+			if owner != m.path && slices.Contains(strings.Split(strings.TrimPrefix(ip, owner), "/"), "internal") {
+				c.problemf("%s imports %s, internal to module %s: across modules nothing is internal, in test files too", rel, ip, owner)
 			}
 		}
-		return err
+		return nil
 	})
 }
 
@@ -381,13 +423,13 @@ func (c *candidate) writeSums(m *pubModule) error {
 	old, _ := os.ReadFile(name)
 	sums := map[module.Version]string{}
 	for _, line := range strings.Split(string(old), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && c.module(f[0]) == nil {
+		if f := strings.Fields(line); len(f) == 3 && c.byPath[f[0]] == nil {
 			sums[module.Version{Path: f[0], Version: f[1]}] = f[2]
 		}
 	}
 	for _, p := range m.requires {
-		sums[module.Version{Path: p, Version: c.version}] = c.module(p).sum
-		sums[module.Version{Path: p, Version: c.version + "/go.mod"}] = c.module(p).modSum
+		sums[module.Version{Path: p, Version: c.version}] = c.byPath[p].sum
+		sums[module.Version{Path: p, Version: c.version + "/go.mod"}] = c.byPath[p].modSum
 	}
 	keys, b := slices.Collect(maps.Keys(sums)), strings.Builder{}
 	module.Sort(keys)
