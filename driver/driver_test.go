@@ -313,6 +313,31 @@ func TestNewKeepsAppliedStack(t *testing.T) {
 	assert.EqualValues(t, 3, attempts.Load(), "the list is retried, and the caller's observer sees each attempt")
 }
 
+// TestProbeEndsWithTheCaller: a caller who gives up on an API server
+// that stopped answering (a Ctrl-C, a deadline) gets its context's error
+// back, not the stack's timeout after it, on every client-go release the
+// driver supports (before v0.37, discovery takes no context).
+func TestProbeEndsWithTheCaller(t *testing.T) {
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop: // before v0.37 the request outlives the caller
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) })
+	d, err := driver.New(&rest.Config{Host: srv.URL}, "gw", []string{"team-a"})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = d.Get(ctx, "team-a", "sb")
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the stack's timeout, not the caller's deadline, ended it")
+	assert.NotContains(t, err.Error(), "request timeout", "the stack's timeout, not the caller's deadline, ended it")
+}
+
 // TestProbe: on a cluster that serves v1beta1, the first operation asks
 // discovery for the group version, and nothing of v1alpha1; the answer is
 // kept.

@@ -114,9 +114,7 @@ var ErrV1alpha1Only = fmt.Errorf("the API server serves %s sandboxes only (agent
 
 // Probe checks, once, that discovery lists v1beta1 Sandboxes (agent-sandbox
 // v0.5.0 and later); when it does not, whether it lists v1alpha1 alone, to
-// say how to upgrade. A failed probe is not remembered. Discovery takes no
-// context before client-go v0.37 (the driver supports v0.36): the stack's
-// per-attempt timeout bounds each request.
+// say how to upgrade. A failed probe is not remembered.
 func (c *Core) Probe(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -127,7 +125,7 @@ func (c *Core) Probe(ctx context.Context) error {
 		return err
 	}
 	for _, gv := range []schema.GroupVersion{sandboxv1beta1.GroupVersion, v1alpha1} {
-		l, err := c.Sandboxes.Discovery().ServerResourcesForGroupVersion(gv.String())
+		l, err := c.resources(ctx, gv.String())
 		switch {
 		case apierrors.IsNotFound(err):
 			continue
@@ -142,6 +140,34 @@ func (c *Core) Probe(ctx context.Context) error {
 		return nil
 	}
 	return ErrNotInstalled
+}
+
+// resources asks discovery for the resources of gv, until ctx is done.
+// Discovery takes a context from client-go v0.37 on; the driver supports
+// v0.36, where the request runs on after ctx is done, bounded by the
+// stack's per-attempt timeout, but the caller (a Ctrl-C) does not wait.
+func (c *Core) resources(ctx context.Context, gv string) (*metav1.APIResourceList, error) {
+	d := c.Sandboxes.Discovery()
+	if d, ok := d.(interface {
+		ServerResourcesForGroupVersionWithContext(context.Context, string) (*metav1.APIResourceList, error)
+	}); ok {
+		return d.ServerResourcesForGroupVersionWithContext(ctx, gv)
+	}
+	type answer struct {
+		l   *metav1.APIResourceList
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		l, err := d.ServerResourcesForGroupVersion(gv)
+		done <- answer{l, err}
+	}()
+	select {
+	case a := <-done:
+		return a.l, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Warn records a Warning Event about s; false when it was dropped, over
