@@ -178,7 +178,10 @@ func (r *checker) user(name string, mods, imports []string, cmds ...[]string) (s
 	return dir, g, err
 }
 
-// -race, as make test's matrices build the same graphs: one cold compile.
+// Every build here is -race, as make test's are: the graphs are the ones
+// the matrices and the workspace run build, so a cold machine compiles
+// each once. -race changes how a package compiles, not which modules a
+// user's go get resolves, which is what these checks are about.
 var tidyBuild = [][]string{{"mod", "tidy"}, {"build", "-race", "./..."}}
 
 // tidy is (t): in the release tree, go mod tidy changes no published go.mod
@@ -263,10 +266,10 @@ func (r *checker) driver() {
 }
 
 // install is (d): go install of the command at the candidate, as a user
-// runs it (no -mod flag), and its probe's help.
+// runs it (no -mod flag; -race as above), and its probe's help.
 func (r *checker) install() {
 	p := repoPath + "/cmd/kubewire@" + r.c.version
-	_, err := r.goCmd(r.work, "install", p)
+	_, err := r.goCmd(r.work, "install", "-race", p)
 	out, _ := exec.Command(filepath.Join(r.work, "bin", "kubewire"), "probe", "-h").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "usage: kubewire probe") {
 		r.failf("(d) go install %s, kubewire probe -h: %v\n%s", p, err, out)
@@ -281,7 +284,7 @@ func (r *checker) everything() {
 	for _, m := range r.c.mods {
 		mods = append(mods, m.path+"@"+r.c.version)
 	}
-	if _, _, err := r.user("all", mods, nil, []string{"build", "-mod=mod", repoPath + "/..."}); err != nil {
+	if _, _, err := r.user("all", mods, nil, []string{"build", "-race", "-mod=mod", repoPath + "/..."}); err != nil {
 		r.failf("(e) %v", err)
 	} else {
 		r.logf("(e) every published module@%s in one user's module: all packages build", r.c.version)
