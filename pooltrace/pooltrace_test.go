@@ -159,7 +159,7 @@ func TestObserverSeesRequest(t *testing.T) {
 	}
 
 	require.NoError(t, send(http.MethodGet))
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	err := send(http.MethodPatch)
 	require.Error(t, err)
 
@@ -195,7 +195,7 @@ func TestErrorOnReusedConnection(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 
 	// A PATCH that dies on the reused connection: net/http does not re-send it.
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	_, err = do(t, rt, http.MethodPatch, u+"/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/a", nil)
 	require.Error(t, err)
 	var pe *pooltrace.Error
@@ -253,7 +253,7 @@ func TestSilentResendIsLogged(t *testing.T) {
 
 	// The GET reaches the server, its answer is lost: net/http re-sends it on
 	// a new connection by itself.
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	status, err := do(t, rt, http.MethodGet, u+"/api/v1/namespaces/ns/pods/p", nil)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, status)
@@ -329,7 +329,7 @@ func TestNoSecretsInOutput(t *testing.T) {
 	hdr := http.Header{"Authorization": {"Bearer " + token}, "Cookie": {"session=" + cookie}}
 	_, err := do(t, rt, http.MethodGet, u+"/api?access_token="+query, hdr)
 	require.NoError(t, err)
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	_, err = do(t, rt, http.MethodPost, u+"/api?access_token="+query, hdr)
 	require.Error(t, err)
 	var pe *pooltrace.Error

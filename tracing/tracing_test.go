@@ -215,7 +215,7 @@ func TestConnectionStory(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	_, err = get(t, rt, context.Background(), u+"/idle")
 	require.NoError(t, err)
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	_, err = get(t, rt, context.Background(), u+"/reset")
 	require.NoError(t, err)
 
