@@ -301,7 +301,7 @@ func upgrade(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 	echoes(t, Upgrade(t, mw(base), NewUpgradeServer(t)))
 }
 
-func newBase(t *testing.T) *http.Transport {
+func newBase(t testing.TB) *http.Transport {
 	t.Helper()
 	base, err := transport.New()
 	if err != nil {
