@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kubewire/kubewire/transport"
@@ -87,18 +88,43 @@ func RefusedURL(tb testing.TB) string {
 
 // NewUpgradeServer starts a loopback HTTP/1.1 server that answers every
 // request with 101 Switching Protocols and then echoes each line it reads
-// as "echo: <line>", until the client closes. It stops when tb ends. It
-// stands in for the exec, attach and port-forward subresources of an API
-// server, whose streams client-go reads from the 101 response's body.
-func NewUpgradeServer(tb testing.TB) *httptest.Server {
+// as "echo: <line>", until the client closes, and returns its http:// URL.
+// It stands in for the exec, attach and port-forward subresources of an
+// API server, whose streams client-go reads from the 101 response's body.
+//
+// It stops when tb ends, upgraded connections included: an
+// httptest.Server forgets a hijacked connection, so a client that never
+// closes its end would otherwise keep the server's goroutine for good.
+func NewUpgradeServer(tb testing.TB) string {
 	tb.Helper()
+	var (
+		mu       sync.Mutex
+		hijacked = map[net.Conn]struct{}{}
+		stopped  bool
+		handlers sync.WaitGroup
+	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			tb.Errorf("hijacking the upgrade request: %v", err)
 			return
 		}
-		defer conn.Close()
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			_ = conn.Close()
+			return
+		}
+		hijacked[conn] = struct{}{}
+		handlers.Add(1)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			delete(hijacked, conn)
+			mu.Unlock()
+			_ = conn.Close()
+			handlers.Done()
+		}()
 		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
 		_ = brw.Flush()
 		for {
@@ -111,18 +137,28 @@ func NewUpgradeServer(tb testing.TB) *httptest.Server {
 		}
 	}))
 	tb.Cleanup(srv.Close)
-	return srv
+	// Registered after srv.Close, so it runs first.
+	tb.Cleanup(func() {
+		mu.Lock()
+		stopped = true
+		for c := range hijacked {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		handlers.Wait()
+	})
+	return srv.URL
 }
 
-// Upgrade sends an upgrade request for an exec subresource to srv (from
-// [NewUpgradeServer]) through rt and returns the 101 response's body. It
-// fails tb unless the response is a 101 whose body is an
-// io.ReadWriteCloser, as net/http makes it: client-go writes the stream
-// through that body, so a middleware that wraps it in a read-only body
-// breaks exec.
-func Upgrade(tb testing.TB, rt http.RoundTripper, srv *httptest.Server) io.ReadWriteCloser {
+// Upgrade sends an upgrade request for an exec subresource to url (from
+// [NewUpgradeServer]) through rt and returns the 101 response's body,
+// which is closed when tb ends if the test has not closed it. It fails tb
+// unless the response is a 101 whose body is an io.ReadWriteCloser, as
+// net/http makes it: client-go writes the stream through that body, so a
+// middleware that wraps it in a read-only body breaks exec.
+func Upgrade(tb testing.TB, rt http.RoundTripper, url string) io.ReadWriteCloser {
 	tb.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/namespaces/ns/pods/p/exec?command=sh", nil)
+	req, err := http.NewRequest(http.MethodPost, url+"/api/v1/namespaces/ns/pods/p/exec?command=sh", nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -141,6 +177,7 @@ func Upgrade(tb testing.TB, rt http.RoundTripper, srv *httptest.Server) io.ReadW
 		_ = resp.Body.Close()
 		tb.Fatalf("the 101 response's body is %T, not an io.ReadWriteCloser", resp.Body)
 	}
+	tb.Cleanup(func() { _ = rwc.Close() })
 	return rwc
 }
 
