@@ -63,7 +63,7 @@ func (l *logs) count(msg string) int {
 
 func targets(t *testing.T, h http.HandlerFunc) []transporttest.Server {
 	t.Helper()
-	return transporttest.NewServers(t, h)
+	return transporttest.NewServers(t, h).All()
 }
 
 func do(t *testing.T, rt http.RoundTripper, method, u string, hdr http.Header) (int, error) {
@@ -104,7 +104,7 @@ func TestAttemptFacts(t *testing.T) {
 			require.Len(t, got, 2, "one observation per attempt")
 			first, second := got[0], got[1]
 			wantProto := "HTTP/1.1"
-			if tg.HTTP2 {
+			if tg.ProtoMajor == 2 {
 				wantProto = "HTTP/2.0"
 			}
 			for _, a := range got {
@@ -115,7 +115,7 @@ func TestAttemptFacts(t *testing.T) {
 				assert.Equal(t, wantProto, a.Conn.Proto)
 				assert.Contains(t, a.Conn.LocalAddr.String(), "127.0.0.1:")
 				assert.Equal(t, strings.TrimPrefix(strings.TrimPrefix(tg.URL, "http://"), "https://"), a.Conn.RemoteAddr.String())
-				if !tg.HTTP2 {
+				if tg.ProtoMajor == 1 {
 					// x/net/http2 reports the write from its writer goroutine,
 					// which can run after the response headers arrived.
 					assert.Greater(t, a.WroteRequest, time.Duration(0))
@@ -127,7 +127,7 @@ func TestAttemptFacts(t *testing.T) {
 			}
 			assert.False(t, first.Conn.Reused)
 			assert.Greater(t, first.Dial, time.Duration(0), "a new connection is dialled")
-			if tg.HTTP2 {
+			if tg.ProtoMajor == 2 {
 				assert.Greater(t, first.TLSHandshake, time.Duration(0), "%+v", first)
 			}
 			assert.True(t, second.Conn.Reused)

@@ -123,7 +123,7 @@ func (s *echo) wait(r *http.Request) {
 // body, request and response, was closed.
 func concurrent(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 	s := &echo{stop: make(chan struct{})}
-	servers := NewServers(t, s)
+	servers := NewServers(t, s).All()
 	// Registered after NewServers, so it runs before the servers wait for their
 	// handlers.
 	t.Cleanup(func() { close(s.stop) })
@@ -316,7 +316,7 @@ func (c *call) run(ctx context.Context, t *reporter, rt http.RoundTripper, srv S
 		t.Errorf("%s: a response (%d) to a request cancelled before the server answered", what, resp.StatusCode)
 		return
 	}
-	if resp.ProtoMajor != protoMajor(srv) {
+	if resp.ProtoMajor != srv.ProtoMajor {
 		t.Errorf("%s: a response over HTTP/%d from the %s server", what, resp.ProtoMajor, srv.Name)
 	}
 	if got := resp.Header.Get("X-Contract-Id"); got != strconv.Itoa(c.id) {

@@ -81,18 +81,9 @@ func TestMiddleware(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) 
 // subtest for each, named by its protocol.
 func eachProtocol(t *testing.T, h http.Handler, f func(*testing.T, Server)) {
 	t.Helper()
-	for _, srv := range NewServers(t, h) {
+	for _, srv := range NewServers(t, h).All() {
 		t.Run(srv.Name, func(t *testing.T) { f(t, srv) })
 	}
-}
-
-// protoMajor is the major version a response from srv must have, so that a
-// case named HTTP/2 cannot pass over HTTP/1.1.
-func protoMajor(srv Server) int {
-	if srv.HTTP2 {
-		return 2
-	}
-	return 1
 }
 
 // eventually reports whether cond holds within patience, polling it.
@@ -152,7 +143,7 @@ func roundTrip(t *testing.T, rt http.RoundTripper, req *http.Request, srv Server
 	case resp == nil:
 		t.Fatal("RoundTrip returned neither a response nor an error")
 	}
-	if resp.ProtoMajor != protoMajor(srv) {
+	if resp.ProtoMajor != srv.ProtoMajor {
 		t.Errorf("a response over HTTP/%d from the %s server", resp.ProtoMajor, srv.Name)
 	}
 	return resp

@@ -20,21 +20,33 @@ type Server struct {
 	Name string
 	// URL is the server's http:// (HTTP/1.1) or https:// (HTTP/2) URL.
 	URL string
-	// HTTP2 reports whether the server speaks HTTP/2 over TLS.
-	HTTP2 bool
+	// ProtoMajor is the major HTTP version the server speaks, as
+	// http.Response.ProtoMajor reports it: 1 or 2.
+	ProtoMajor int
 	// Base is a pooled transport from transport.New, for this server
 	// alone: a test that counts or closes connections sees only its own.
 	Base *http.Transport
 }
 
-// NewServers starts h twice, over HTTP/1.1 (plain) and over HTTP/2 (TLS),
-// and returns the two in that order. Both servers stop, and both
-// transports close their idle connections, when tb ends.
+// Servers are the servers of [NewServers], one field per protocol, so
+// that a test that needs one protocol names it.
+type Servers struct {
+	HTTP1 Server // plain HTTP/1.1
+	HTTP2 Server // HTTP/2 over TLS
+}
+
+// All returns every server, for a test that runs over each protocol. A
+// protocol added later is added here too, so a loop over All covers it.
+func (s Servers) All() []Server { return []Server{s.HTTP1, s.HTTP2} }
+
+// NewServers starts h twice, over HTTP/1.1 (plain) and over HTTP/2 (TLS).
+// Both servers stop, and both transports close their idle connections,
+// when tb ends.
 //
 // Two protocols because a middleware meets both under client-go: HTTP/2
 // multiplexes requests on one connection and fails them with stream
 // resets and GOAWAYs, HTTP/1.1 gives each request a connection of its own.
-func NewServers(tb testing.TB, h http.Handler) []Server {
+func NewServers(tb testing.TB, h http.Handler) Servers {
 	tb.Helper()
 	h1 := httptest.NewServer(h)
 	tb.Cleanup(h1.Close)
@@ -53,7 +65,10 @@ func NewServers(tb testing.TB, h http.Handler) []Server {
 	}
 	tb.Cleanup(b1.CloseIdleConnections)
 	tb.Cleanup(b2.CloseIdleConnections)
-	return []Server{{"HTTP/1.1", h1.URL, false, b1}, {"HTTP/2", h2.URL, true, b2}}
+	return Servers{
+		HTTP1: Server{Name: "HTTP/1.1", URL: h1.URL, ProtoMajor: 1, Base: b1},
+		HTTP2: Server{Name: "HTTP/2", URL: h2.URL, ProtoMajor: 2, Base: b2},
+	}
 }
 
 // BehindProxy starts h over HTTP/1.1 with a [Proxy] in front and returns
