@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
@@ -14,7 +13,7 @@ import (
 // answers at once, without a network: what is left is the CPU and the
 // allocations of each layer, without the loopback's scheduling noise.
 // OverheadBare is their baseline, the caller's own deadline. The
-// RoundTripper is testserver.Answer, which hands each request a reused
+// RoundTripper is answer (answer_test.go), which hands each request a reused
 // loopback connection through its trace, as net/http's pool does.
 //
 //	hack/benchratio.sh ./bench OverheadBare OverheadTimeout OverheadPooltrace OverheadStack -n 8
@@ -46,5 +45,5 @@ func BenchmarkOverheadStack(b *testing.B) {
 
 // benchOverhead is benchCandidate without a network.
 func benchOverhead(b *testing.B, ownDeadline bool, wrap func(http.RoundTripper) http.RoundTripper) {
-	loop(b, wrap(testserver.NewAnswer(b)), ownDeadline, answerURL)
+	loop(b, wrap(newAnswer(b)), ownDeadline, answerURL)
 }

@@ -19,7 +19,7 @@ const deadline = 30 * time.Second
 func servers(b *testing.B) []transporttest.Server {
 	return transporttest.NewServers(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"kind":"Status","status":"Success"}`)
-	}))
+	})).All()
 }
 
 func roundTrip(b *testing.B, rt http.RoundTripper, ctx context.Context, u string) {

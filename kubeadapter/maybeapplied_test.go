@@ -81,7 +81,7 @@ func TestMaybeAppliedMessage(t *testing.T) {
 				}
 				require.NoError(t, client.Get().AbsPath("/api/v1/namespaces/ns/configmaps/cm").Do(t.Context()).Error())
 
-				proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
+				proxy.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 				err = put()
 				require.Error(t, err)
 				assert.Equal(t, int32(2), copies.Load(), "the guarded update was sent again")
@@ -142,7 +142,7 @@ func TestMaybeAppliedOtherBodies(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, resp.Body.Close())
 
-			proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
+			proxy.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 			req, err := http.NewRequest(http.MethodPut, u+"/api/v1/namespaces/ns/configmaps/cm",
 				strings.NewReader(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","resourceVersion":"5"}}`))
 			require.NoError(t, err)
@@ -216,7 +216,7 @@ func TestMaybeAppliedDeleteReadsBody(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, client.Get().AbsPath("/api/v1/namespaces/ns/configmaps/cm").Do(t.Context()).Error())
 
-			proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
+			proxy.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 			del := client.Delete().AbsPath("/api/v1/namespaces/ns/configmaps/cm")
 			if tt.dryRun != "" {
 				del.Param("dryRun", tt.dryRun)

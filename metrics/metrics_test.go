@@ -172,7 +172,7 @@ kubewire_timeout_exceeded_total{method="GET",phase="headers"} 1
 
 // TestHTTP2 counts attempts over HTTP/2 under their protocol.
 func TestHTTP2(t *testing.T) {
-	srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))[1]
+	srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})).HTTP2
 	m := metrics.New()
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(m))

@@ -63,7 +63,7 @@ func (l *logs) count(msg string) int {
 
 func targets(t *testing.T, h http.HandlerFunc) []transporttest.Server {
 	t.Helper()
-	return transporttest.NewServers(t, h)
+	return transporttest.NewServers(t, h).All()
 }
 
 func do(t *testing.T, rt http.RoundTripper, method, u string, hdr http.Header) (int, error) {
@@ -104,7 +104,7 @@ func TestAttemptFacts(t *testing.T) {
 			require.Len(t, got, 2, "one observation per attempt")
 			first, second := got[0], got[1]
 			wantProto := "HTTP/1.1"
-			if tg.HTTP2 {
+			if tg.ProtoMajor == 2 {
 				wantProto = "HTTP/2.0"
 			}
 			for _, a := range got {
@@ -115,7 +115,7 @@ func TestAttemptFacts(t *testing.T) {
 				assert.Equal(t, wantProto, a.Conn.Proto)
 				assert.Contains(t, a.Conn.LocalAddr.String(), "127.0.0.1:")
 				assert.Equal(t, strings.TrimPrefix(strings.TrimPrefix(tg.URL, "http://"), "https://"), a.Conn.RemoteAddr.String())
-				if !tg.HTTP2 {
+				if tg.ProtoMajor == 1 {
 					// x/net/http2 reports the write from its writer goroutine,
 					// which can run after the response headers arrived.
 					assert.Greater(t, a.WroteRequest, time.Duration(0))
@@ -127,7 +127,7 @@ func TestAttemptFacts(t *testing.T) {
 			}
 			assert.False(t, first.Conn.Reused)
 			assert.Greater(t, first.Dial, time.Duration(0), "a new connection is dialled")
-			if tg.HTTP2 {
+			if tg.ProtoMajor == 2 {
 				assert.Greater(t, first.TLSHandshake, time.Duration(0), "%+v", first)
 			}
 			assert.True(t, second.Conn.Reused)
@@ -159,7 +159,7 @@ func TestObserverSeesRequest(t *testing.T) {
 	}
 
 	require.NoError(t, send(http.MethodGet))
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	err := send(http.MethodPatch)
 	require.Error(t, err)
 
@@ -195,7 +195,7 @@ func TestErrorOnReusedConnection(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 
 	// A PATCH that dies on the reused connection: net/http does not re-send it.
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	_, err = do(t, rt, http.MethodPatch, u+"/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/a", nil)
 	require.Error(t, err)
 	var pe *pooltrace.Error
@@ -253,7 +253,7 @@ func TestSilentResendIsLogged(t *testing.T) {
 
 	// The GET reaches the server, its answer is lost: net/http re-sends it on
 	// a new connection by itself.
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	status, err := do(t, rt, http.MethodGet, u+"/api/v1/namespaces/ns/pods/p", nil)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, status)
@@ -329,7 +329,7 @@ func TestNoSecretsInOutput(t *testing.T) {
 	hdr := http.Header{"Authorization": {"Bearer " + token}, "Cookie": {"session=" + cookie}}
 	_, err := do(t, rt, http.MethodGet, u+"/api?access_token="+query, hdr)
 	require.NoError(t, err)
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	_, err = do(t, rt, http.MethodPost, u+"/api?access_token="+query, hdr)
 	require.Error(t, err)
 	var pe *pooltrace.Error

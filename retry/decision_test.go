@@ -69,7 +69,7 @@ func TestObserver(t *testing.T) {
 			_, err := f.do(context.Background(), http.MethodGet, "warm")
 			require.NoError(t, err)
 			assert.Empty(t, got.all, "a request that succeeds at once decides nothing")
-			f.proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
+			f.proxy.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 			_, _ = f.do(context.Background(), tt.method, "x")
 			assert.Equal(t, tt.want, got.all)
 			assert.Equal(t, tt.want, also.all, "observers add up")

@@ -145,7 +145,7 @@ func TestBodyErrorNotRetried(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	})
-	for _, srv := range transporttest.NewServers(t, h) {
+	for _, srv := range transporttest.NewServers(t, h).All() {
 		for _, cause := range causes {
 			t.Run(srv.Name+"/"+cause.Error(), func(t *testing.T) {
 				var bodies atomic.Int32
@@ -293,9 +293,9 @@ func FuzzBodyError(f *testing.F) {
 	f.Add(uint16(70), uint8(5), false, true)
 	f.Add(uint16(1), uint8(0), true, true)
 	f.Fuzz(func(t *testing.T, failAt uint16, kind uint8, h2, chunked bool) {
-		srv := srvs[0]
+		srv := srvs.HTTP1
 		if h2 {
-			srv = srvs[1]
+			srv = srvs.HTTP2
 		}
 		cause := causes[int(kind)%len(causes)]
 		n := int(failAt) * 4 // up to 256 KiB, past any buffer

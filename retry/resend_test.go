@@ -42,7 +42,7 @@ func TestWithResendable(t *testing.T) {
 			f := newFixture(t, retry.New(retry.WithBackoff(noWait), retry.WithResendable(rule)))
 			_, err := f.do(context.Background(), http.MethodGet, "warm")
 			require.NoError(t, err)
-			f.proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
+			f.proxy.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 			req, err := http.NewRequest(tt.method, f.url+"/x?id=w", strings.NewReader("{}"))
 			require.NoError(t, err)
 			if tt.guarded {
@@ -112,7 +112,7 @@ func TestMaybeApplied(t *testing.T) {
 			require.NoError(t, resp.Body.Close())
 			assert.False(t, retry.MaybeApplied(resp), "a first copy's answer")
 
-			proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
+			proxy.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 			req, err := http.NewRequest(http.MethodPut, u+"/x", strings.NewReader("{}"))
 			require.NoError(t, err)
 			resp, err = rt.RoundTrip(req)

@@ -142,7 +142,7 @@ func TestFaults(t *testing.T) {
 				_, err := f.do(ctx, http.MethodGet, "warm")
 				require.NoError(t, err)
 
-				f.proxy.SetFaultExisting(ft.fault, true)
+				f.proxy.SetFaultExistingOnce(ft.fault)
 				if rq.marked {
 					ctx = retry.ContextWithIdempotent(ctx)
 				}
@@ -174,7 +174,7 @@ func TestFaultsNotIdempotentFail(t *testing.T) {
 		f := newFixture(t, retry.New(retry.WithBackoff(noWait)))
 		_, err := f.do(context.Background(), http.MethodGet, "warm")
 		require.NoError(t, err)
-		f.proxy.SetFaultExisting(fault, true)
+		f.proxy.SetFaultExistingOnce(fault)
 		_, err = f.do(context.Background(), http.MethodPatch, "x")
 		require.Error(t, err)
 		var re *retry.Error

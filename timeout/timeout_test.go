@@ -30,7 +30,7 @@ func TestContract(t *testing.T) {
 // servers starts h on HTTP/1.1 and on HTTP/2 (TLS).
 func servers(t *testing.T, h http.HandlerFunc) []transporttest.Server {
 	t.Helper()
-	return transporttest.NewServers(t, h)
+	return transporttest.NewServers(t, h).All()
 }
 
 // wait sleeps d or until the client goes away.

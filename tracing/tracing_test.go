@@ -122,7 +122,7 @@ func TestRetriedAttempt(t *testing.T) {
 		}
 		traceparent.Store(r.Header.Get("Traceparent"))
 		_, _ = io.WriteString(w, "ok")
-	})) {
+	})).All() {
 		t.Run(s.Name, func(t *testing.T) {
 			tp, rec := recorder(t)
 			const limit = 300 * time.Millisecond
@@ -176,7 +176,7 @@ func TestRetriedAttempt(t *testing.T) {
 			assert.Equal(t, int64(1), second["http.request.resend_count"].AsInt64())
 			assert.Equal(t, int64(200), second["http.response.status_code"].AsInt64())
 			wantVersion := "1.1"
-			if s.HTTP2 {
+			if s.ProtoMajor == 2 {
 				wantVersion = "2"
 			}
 			assert.Equal(t, wantVersion, second["network.protocol.version"].AsString())
@@ -215,7 +215,7 @@ func TestConnectionStory(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	_, err = get(t, rt, context.Background(), u+"/idle")
 	require.NoError(t, err)
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	_, err = get(t, rt, context.Background(), u+"/reset")
 	require.NoError(t, err)
 
@@ -240,7 +240,7 @@ func TestConnectionStory(t *testing.T) {
 // TestStatusIsAnError: a 404 is an error on both spans, as the HTTP client
 // conventions say, with error.type the status.
 func TestStatusIsAnError(t *testing.T) {
-	for _, s := range transporttest.NewServers(t, http.NotFoundHandler()) {
+	for _, s := range transporttest.NewServers(t, http.NotFoundHandler()).All() {
 		t.Run(s.Name, func(t *testing.T) {
 			tp, rec := recorder(t)
 			rt := stack.New(5*time.Second, newTracer(t, tp).StackOptions()...)(s.Base)
@@ -275,7 +275,7 @@ func TestWatchIsNoDeadlineError(t *testing.T) {
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
-	})) {
+	})).All() {
 		t.Run(s.Name, func(t *testing.T) {
 			tp, rec := recorder(t)
 			const limit = 200 * time.Millisecond
@@ -376,7 +376,7 @@ func TestOutcomes(t *testing.T) {
 				return
 			}
 			_, _ = io.WriteString(w, "ok")
-		}))[0]
+		})).HTTP1
 		tp, rec := recorder(t)
 		rt := stack.New(5*time.Second, append(newTracer(t, tp).StackOptions(),
 			stack.WithRetryOptions(retry.WithStatusRetry(), retry.WithBackoff(func(int) time.Duration { return 0 })))...)(srv.Base)
@@ -392,7 +392,7 @@ func TestOutcomes(t *testing.T) {
 	})
 
 	t.Run("short request body", func(t *testing.T) {
-		srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))[0]
+		srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })).HTTP1
 		tp, rec := recorder(t)
 		rt := stack.New(5*time.Second, newTracer(t, tp).StackOptions()...)(srv.Base)
 		req, err := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("short")))
@@ -475,7 +475,7 @@ func TestOptions(t *testing.T) {
 	var got atomic.Value
 	srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Store(r.Header.Clone())
-	}))[0]
+	})).HTTP1
 	tests := []struct {
 		name        string
 		give        []tracing.Option
@@ -525,7 +525,7 @@ func TestNotSampled(t *testing.T) {
 	var got atomic.Value
 	srv := transporttest.NewServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Store(r.Header.Get("Traceparent"))
-	}))[0]
+	})).HTTP1
 	tp, rec := recorder(t, sdktrace.WithSampler(sdktrace.NeverSample()))
 	rt := stack.New(5*time.Second, newTracer(t, tp).StackOptions()...)(srv.Base)
 	status, err := get(t, rt, context.Background(), srv.URL)

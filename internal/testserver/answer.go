@@ -12,7 +12,7 @@ import (
 )
 
 // Answer is a RoundTripper that answers every request at once, without a
-// network, as the Overhead benchmarks in ./bench do. It hands each request
+// network, for the allocation counts of the root's tests. It hands each request
 // a reused loopback TCP connection through the request's trace, as
 // net/http's pool does, so that a GotConn hook sees a real *net.TCPConn
 // with real addresses and costs what it costs there.

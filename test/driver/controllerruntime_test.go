@@ -46,7 +46,7 @@ func TestControllerRuntimeUpdate(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cr", Namespace: ns.Name}}
 	require.NoError(t, c.Create(ctx, cm))
 	cm.Data = map[string]string{"k": "v"}
-	proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	proxy.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	// The first copy was applied, so the second is refused.
 	err = c.Update(ctx, cm)
 	require.Error(t, err, "the re-sent copy is refused")
@@ -58,7 +58,7 @@ func TestControllerRuntimeUpdate(t *testing.T) {
 	assert.Equal(t, map[string]string{"k": "v"}, got.Data, "applied once")
 
 	created := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cr-once", Namespace: ns.Name}}
-	proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	proxy.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	err = c.Create(ctx, created)
 	var re *retry.Error
 	require.ErrorAs(t, err, &re, "the cut create fails: %v", err)

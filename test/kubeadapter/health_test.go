@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/transport/transporttest"
@@ -46,7 +45,7 @@ func TestHTTP2Health(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, p := kubetest.Proxied(t, env.Config(t))
-			var conns testserver.Conns
+			var conns conns
 			cfg.Dial = conns.Dial(cfg.Dial)
 			var seen attempts
 			require.NoError(t, kubeadapter.Apply(cfg, append(tt.opts, kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: seen.observe}))...))

@@ -319,14 +319,14 @@ func TestResetDuringWrites(t *testing.T) {
 	_, err = dyn.Resource(configMaps).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
 	require.NoError(t, err)
 
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	_, err = dyn.Resource(configMaps).Namespace(ns).Patch(retry.ContextWithIdempotent(ctx), "p", types.MergePatchType, []byte(`{"data":{"k":"v"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, 2, seen.count(http.MethodPatch), "retried once")
 
 	_, err = dyn.Resource(configMaps).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
 	require.NoError(t, err)
-	p.SetFaultExisting(transporttest.ResetAfterResponse, true)
+	p.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "once"}}}
 	_, err = dyn.Resource(configMaps).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
 	require.Error(t, err)

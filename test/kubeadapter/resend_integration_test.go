@@ -169,7 +169,7 @@ func TestResendByPrecondition(t *testing.T) {
 						phase = transporttest.ResetAfterResponse
 					}
 					before := seen.count(w.method)
-					proxy.SetFaultExisting(phase, true)
+					proxy.SetFaultExistingOnce(phase)
 					err = w.do(ctx, cut, cm)
 					proxy.SetFault(transporttest.NoFault)
 					sent := seen.count(w.method) - before

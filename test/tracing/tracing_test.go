@@ -71,7 +71,7 @@ func stalledGET(t *testing.T, cfg *rest.Config, p *transporttest.Proxy, ns strin
 	time.Sleep(idle)
 	// Existing connections stop answering; new ones pass. Holding the
 	// answer, not dropping bytes, keeps the TLS stream intact.
-	p.SetFaultExisting(transporttest.Stall, false)
+	p.SetFaultExisting(transporttest.Stall)
 	_, err = c.CoreV1().ConfigMaps(ns).Get(context.Background(), "seed", metav1.GetOptions{})
 	return err
 }

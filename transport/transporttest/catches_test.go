@@ -85,6 +85,20 @@ var broken = map[string]func(http.RoundTripper) http.RoundTripper{
 	"closes idle connections twice": func(next http.RoundTripper) http.RoundTripper {
 		return &twice{passThrough{next}}
 	},
+	"wraps itself": func(next http.RoundTripper) http.RoundTripper {
+		return &cycle{passThrough{next}}
+	},
+	"ignores its context": func(next http.RoundTripper) http.RoundTripper {
+		return wrap(next, func(req *http.Request) (*http.Response, error) {
+			if req.URL.Query().Get("mode") == "cancel-header" {
+				// Waits, as if for a lock a stuck request holds, without
+				// looking at the request's context; the child process exits
+				// with it still waiting.
+				<-never
+			}
+			return next.RoundTrip(req)
+		})
+	},
 	"panics on nil": func(next http.RoundTripper) http.RoundTripper {
 		return passThrough{next} // no http.DefaultTransport in place of nil
 	},
@@ -108,6 +122,15 @@ type wrapped struct {
 }
 
 func (w *wrapped) RoundTrip(req *http.Request) (*http.Response, error) { return w.rt(req) }
+
+// never is never closed.
+var never = make(chan struct{})
+
+// cycle's WrappedRoundTripper returns itself: a walk down the chain never
+// reaches the base.
+type cycle struct{ passThrough }
+
+func (c *cycle) WrappedRoundTripper() http.RoundTripper { return c }
 
 type twice struct{ passThrough }
 
@@ -133,6 +156,8 @@ func TestSuiteCatches(t *testing.T) {
 		{"buffers the body", "Concurrent", "requests still running after"},
 		{"is no wrapper", "Wrapper", "does not implement WrappedRoundTripper"},
 		{"closes idle connections twice", "Wrapper", "each must reach it once"},
+		{"wraps itself", "Wrapper", "WrappedRoundTripper calls below *transporttest_test.cycle: a cycle"},
+		{"ignores its context", "Concurrent", "still running 1s after they were cancelled: the middleware ignores their context"},
 		{"panics on nil", "NilNext", "panicked applied to nil, on its first request"},
 		{"fails with a plain error", "ConfigError", "not a *transport.ConfigError"},
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -122,7 +123,7 @@ func (s *echo) wait(r *http.Request) {
 // body, request and response, was closed.
 func concurrent(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 	s := &echo{stop: make(chan struct{})}
-	servers := NewServers(t, s)
+	servers := NewServers(t, s).All()
 	// Registered after NewServers, so it runs before the servers wait for their
 	// handlers.
 	t.Cleanup(func() { close(s.stop) })
@@ -134,6 +135,7 @@ func concurrent(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 			// goroutines finish and report.
 			ctx, abandon := context.WithCancel(context.Background())
 			defer abandon()
+			rep := &reporter{t: t, running: map[int]bool{}}
 			calls := make([]*call, goroutines*perGoroutine)
 			var wg sync.WaitGroup
 			for g := range goroutines {
@@ -141,7 +143,9 @@ func concurrent(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 					for i := range perGoroutine {
 						c := newCall(g*perGoroutine + i)
 						calls[c.id] = c
-						c.run(ctx, t, rt, srv, s)
+						rep.start(c.id)
+						c.run(ctx, rep, rt, srv, s)
+						rep.finish(c.id)
 					}
 				})
 			}
@@ -152,7 +156,14 @@ func concurrent(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 			case <-time.After(patience):
 				t.Errorf("requests still running after %v; cancelling them", patience)
 				abandon()
-				<-done
+				select {
+				case <-done:
+				case <-time.After(patience):
+					// Those goroutines are left behind, for the caller's
+					// goleak to report; they report nothing more here.
+					t.Errorf("requests %v still running %v after they were cancelled: the middleware ignores their context", rep.giveUp(), patience)
+					return
+				}
 			}
 
 			// net/http may close a request body after RoundTrip returns.
@@ -176,9 +187,60 @@ func concurrent(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 	}
 }
 
+// reporter passes the concurrent case's failures to t and tracks which
+// requests are running, until the case gives up on those still running: a
+// report from one of them after the test ended would panic.
+type reporter struct {
+	t       *testing.T
+	mu      sync.Mutex
+	running map[int]bool
+	gaveUp  bool
+}
+
+func (r *reporter) start(id int) {
+	r.mu.Lock()
+	r.running[id] = true
+	r.mu.Unlock()
+}
+
+func (r *reporter) finish(id int) {
+	r.mu.Lock()
+	delete(r.running, id)
+	r.mu.Unlock()
+}
+
+// giveUp silences r and returns the ids of the requests still running.
+func (r *reporter) giveUp() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gaveUp = true
+	ids := make([]int, 0, len(r.running))
+	for id := range r.running {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (r *reporter) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.gaveUp {
+		r.t.Errorf(format, args...)
+	}
+}
+
+func (r *reporter) Error(args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.gaveUp {
+		r.t.Error(args...)
+	}
+}
+
 // run sends c through rt and checks what comes back. It runs on a goroutine
 // of its own, so it reports with t.Errorf and returns, never t.Fatal.
-func (c *call) run(ctx context.Context, t *testing.T, rt http.RoundTripper, srv Server, s *echo) {
+func (c *call) run(ctx context.Context, t *reporter, rt http.RoundTripper, srv Server, s *echo) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	u := fmt.Sprintf("%s/things/%d?id=%d&mode=%s&status=%d", srv.URL, c.id, c.id, c.mode, c.status())
@@ -254,7 +316,7 @@ func (c *call) run(ctx context.Context, t *testing.T, rt http.RoundTripper, srv 
 		t.Errorf("%s: a response (%d) to a request cancelled before the server answered", what, resp.StatusCode)
 		return
 	}
-	if resp.ProtoMajor != protoMajor(srv) {
+	if resp.ProtoMajor != srv.ProtoMajor {
 		t.Errorf("%s: a response over HTTP/%d from the %s server", what, resp.ProtoMajor, srv.Name)
 	}
 	if got := resp.Header.Get("X-Contract-Id"); got != strconv.Itoa(c.id) {

@@ -41,11 +41,14 @@ var patience = 30 * time.Second
 //     io.ReadWriteCloser that carries bytes both ways (HTTP/1.1 only:
 //     HTTP/2 has no 101).
 //   - Wrapper: the RoundTripper implements WrappedRoundTripper, through
-//     which a walk reaches the one mw was given, and forwards each
-//     CloseIdleConnections to it once, down to the pool.
+//     which a walk of at most 1,000 steps reaches the one mw was given,
+//     and forwards each CloseIdleConnections to it once, down to the
+//     pool. A middleware that returns what it is given, as
+//     transport.Chain() does, passes as it is.
 //   - NilNext: mw(nil) sends through http.DefaultTransport, as http.Client
-//     does with a nil Transport, instead of panicking (HTTP/1.1 only:
-//     http.DefaultTransport trusts no test certificate).
+//     does with a nil Transport, instead of panicking, or is nil itself,
+//     as the identity's is (HTTP/1.1 only: http.DefaultTransport trusts
+//     no test certificate).
 //   - Concurrent: 32 goroutines share one RoundTripper for 128 requests of
 //     GET and POST mixed with error statuses, cancellations before the
 //     answer and during the body, and bodies closed half read; each gets
@@ -78,18 +81,9 @@ func TestMiddleware(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) 
 // subtest for each, named by its protocol.
 func eachProtocol(t *testing.T, h http.Handler, f func(*testing.T, Server)) {
 	t.Helper()
-	for _, srv := range NewServers(t, h) {
+	for _, srv := range NewServers(t, h).All() {
 		t.Run(srv.Name, func(t *testing.T) { f(t, srv) })
 	}
-}
-
-// protoMajor is the major version a response from srv must have, so that a
-// case named HTTP/2 cannot pass over HTTP/1.1.
-func protoMajor(srv Server) int {
-	if srv.HTTP2 {
-		return 2
-	}
-	return 1
 }
 
 // eventually reports whether cond holds within patience, polling it.
@@ -149,7 +143,7 @@ func roundTrip(t *testing.T, rt http.RoundTripper, req *http.Request, srv Server
 	case resp == nil:
 		t.Fatal("RoundTrip returned neither a response nor an error")
 	}
-	if resp.ProtoMajor != protoMajor(srv) {
+	if resp.ProtoMajor != srv.ProtoMajor {
 		t.Errorf("a response over HTTP/%d from the %s server", resp.ProtoMajor, srv.Name)
 	}
 	return resp
@@ -298,7 +292,7 @@ func upgrade(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 	echoes(t, Upgrade(t, mw(base), NewUpgradeServer(t)))
 }
 
-func newBase(t *testing.T) *http.Transport {
+func newBase(t testing.TB) *http.Transport {
 	t.Helper()
 	base, err := transport.New()
 	if err != nil {
@@ -307,6 +301,10 @@ func newBase(t *testing.T) *http.Transport {
 	t.Cleanup(base.CloseIdleConnections)
 	return base
 }
+
+// maxDepth bounds the Wrapper case's walk down a chain: far more layers
+// than any real stack has, few enough to fail at once on a cycle.
+const maxDepth = 1000
 
 // counting is the base of the Wrapper case: it counts the
 // CloseIdleConnections calls that reach it.
@@ -335,18 +333,25 @@ func wrapper(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 		srv.Base.DialContext = conns.dial(srv.Base.DialContext)
 		base := &counting{RoundTripper: srv.Base}
 		rt := mw(base)
-		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
-		if !ok {
-			t.Fatalf("%T does not implement WrappedRoundTripper", rt)
-		}
-		// Walk down as apimachinery's utilnet does, to the base.
-		inner := w.WrappedRoundTripper()
-		for inner != http.RoundTripper(base) {
-			next, ok := inner.(interface{ WrappedRoundTripper() http.RoundTripper })
+		// Walk down as apimachinery's utilnet does, to the base. A
+		// middleware that returns next as it is, as transport.Chain() does,
+		// has nothing to walk. The walk is bounded: a wrapper that returns
+		// itself, or any cycle, would hang utilnet's walk as it would this.
+		// Only the base is compared: a RoundTripper may be a func, which
+		// == would panic on.
+		inner := rt
+		for steps := 0; inner != http.RoundTripper(base); steps++ {
+			if steps == maxDepth {
+				t.Fatalf("no base after %d WrappedRoundTripper calls below %T: a cycle", maxDepth, rt)
+			}
+			w, ok := inner.(interface{ WrappedRoundTripper() http.RoundTripper })
 			if !ok {
+				if steps == 0 {
+					t.Fatalf("%T does not implement WrappedRoundTripper", rt)
+				}
 				t.Fatalf("%T, below %T, does not implement WrappedRoundTripper", inner, rt)
 			}
-			inner = next.WrappedRoundTripper()
+			inner = w.WrappedRoundTripper()
 		}
 		c, ok := rt.(interface{ CloseIdleConnections() })
 		if !ok {
@@ -444,6 +449,11 @@ func nilNext(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 	}
 	rt, ok := noPanic(t, "applied to nil", func() http.RoundTripper { return mw(nil) })
 	if !ok {
+		return
+	}
+	if rt == nil {
+		// The identity, as transport.Chain() is: the caller is left with
+		// the nil it had, which http.Client reads as http.DefaultTransport.
 		return
 	}
 	if !roundtrip.Holds(rt, func(rt http.RoundTripper) bool { return rt == http.DefaultTransport }) {

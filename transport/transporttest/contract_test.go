@@ -38,6 +38,15 @@ func TestTestMiddleware(t *testing.T) {
 	transporttest.TestMiddleware(t, newPassThrough)
 }
 
+// TestIdentity: a middleware that returns what it is given, as
+// transport.Chain() does, adds nothing to break.
+func TestIdentity(t *testing.T) {
+	t.Run("func", func(t *testing.T) {
+		transporttest.TestMiddleware(t, func(next http.RoundTripper) http.RoundTripper { return next })
+	})
+	t.Run("Chain()", func(t *testing.T) { transporttest.TestMiddleware(t, transport.Chain()) })
+}
+
 // refusing is a middleware built with an invalid option: it fails every
 // request unsent, with the body closed.
 func refusing(next http.RoundTripper) http.RoundTripper {

@@ -49,18 +49,29 @@
 // # Servers and faults
 //
 // [NewServers] starts a handler over HTTP/1.1 and HTTP/2 with a base
-// transport for each; [RefusedURL], [NewUpgradeServer] and [Upgrade]
-// cover a dial that fails and an upgraded connection. A [Proxy] sits
-// between a client and a server on loopback TCP and injects faults below
-// TLS and HTTP ([Fault]): resets before or after the server answered, a
-// close as the client reuses an idle connection, a stall, a peer that
-// stops answering. [BehindProxy] starts a handler behind one. A test that
+// transport for each, as [Servers]: a test of one protocol names its
+// field, a test of every protocol ranges over [Servers.All]:
+//
+//	for _, srv := range transporttest.NewServers(t, h).All() {
+//		t.Run(srv.Name, func(t *testing.T) { ... mw(srv.Base) ... srv.URL ... })
+//	}
+//
+// [RefusedURL], [NewUpgradeServer] and [Upgrade] cover a dial that fails
+// and an upgraded connection. A [Proxy] sits between a client and a
+// server on loopback TCP and injects faults below TLS and HTTP ([Fault]):
+// resets before or after the server answered, a close as the client
+// reuses an idle connection, a stall, a peer that stops answering, set for
+// every connection or for those open now ([Proxy.SetFaultExisting]),
+// until cleared or once ([Proxy.SetFaultExistingOnce]). [BehindProxy] starts a handler behind one. A test that
 // means "the peer stopped answering" uses [Hold], which holds bytes and
 // delivers them later: dropping bytes would corrupt a TLS or HTTP/2 stream
 // at a moment the test does not choose.
 //
 // Everything here listens on 127.0.0.1 only. What a function given a
-// testing.TB starts stops when that test ends; a Proxy from [NewProxy]
-// stops when closed. The functions are safe for concurrent use by
+// testing.TB starts stops when that test ends, upgraded connections
+// included; a Proxy from [NewProxy] stops when closed. A middleware
+// that never returns, even when its request's context is cancelled,
+// fails [TestMiddleware] with the requests it holds, and its goroutines
+// are left for the caller's goleak to report. The functions are safe for concurrent use by
 // parallel tests.
 package transporttest

@@ -52,6 +52,34 @@ func TestUserAgentInStack(t *testing.T) {
 	transporttest.TestMiddleware(t, stack.New(30*time.Second, stack.WithAttemptMiddleware(userAgent)))
 }
 
+// TestUserAgentEachProtocol tests the middleware's own behaviour over
+// both protocols, on the servers the suite uses.
+func TestUserAgentEachProtocol(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.UserAgent())
+	})
+	for _, srv := range transporttest.NewServers(t, h).All() {
+		t.Run(srv.Name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := userAgent(srv.Base).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.ProtoMajor != srv.ProtoMajor || string(b) != "example/1.0" {
+				t.Errorf("HTTP/%d, the server saw %q; want HTTP/%d and %q", resp.ProtoMajor, b, srv.ProtoMajor, "example/1.0")
+			}
+		})
+	}
+}
+
 // The suite runs in a test, as TestUserAgentContract above shows:
 //
 //	func TestUserAgentContract(t *testing.T) {

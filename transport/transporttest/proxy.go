@@ -10,7 +10,9 @@ import (
 	"time"
 )
 
-// Fault is what a [Proxy] does to the connections it applies to.
+// Fault is what a [Proxy] does to the connections it applies to, and what
+// it reports to its observer ([Proxy.SetObserver]) when it does it. Every
+// value but [IdleDrop] is a fault to set.
 type Fault int
 
 const (
@@ -47,9 +49,9 @@ const (
 	// point either side could mistake for data. Clearing the fault spares
 	// the connections it has not reached yet; dead ones stay dead.
 	BlackHole
-	// IdleDrop is reported to the observer (see [Proxy.SetObserver]) when
-	// [Proxy.SetIdleDrop] resets a connection; as an argument of SetFault it
-	// acts like NoFault.
+	// IdleDrop is only reported, to the observer, when [Proxy.SetIdleDrop]
+	// resets a connection: it depends on a duration, which SetIdleDrop
+	// takes. Passing it to SetFault or its siblings panics.
 	IdleDrop
 )
 
@@ -126,28 +128,33 @@ func (p *Proxy) Accepted() int {
 }
 
 // SetFault applies f to every connection, current and future.
-func (p *Proxy) SetFault(f Fault) {
-	p.mu.Lock()
-	p.fault, p.scope, p.once = f, 0, false
-	p.cond.Broadcast()
-	p.mu.Unlock()
-}
+func (p *Proxy) SetFault(f Fault) { p.set(f, false, false) }
 
 // SetFaultOnce applies f to the next connection it fires on, current or
 // future, and then clears.
-func (p *Proxy) SetFaultOnce(f Fault) {
-	p.mu.Lock()
-	p.fault, p.scope, p.once = f, 0, true
-	p.cond.Broadcast()
-	p.mu.Unlock()
-}
+func (p *Proxy) SetFaultOnce(f Fault) { p.set(f, false, true) }
 
 // SetFaultExisting applies f only to the connections open now, which are
-// the ones a client will reuse; connections opened later pass unharmed. If
-// once is true the fault fires on one connection and then clears.
-func (p *Proxy) SetFaultExisting(f Fault, once bool) {
+// the ones a client will reuse; connections opened later pass unharmed.
+func (p *Proxy) SetFaultExisting(f Fault) { p.set(f, true, false) }
+
+// SetFaultExistingOnce applies f to the first of the connections open now
+// that it fires on, and then clears; connections opened later pass
+// unharmed.
+func (p *Proxy) SetFaultExistingOnce(f Fault) { p.set(f, true, true) }
+
+// set replaces the fault. It panics on a Fault that is no fault to set,
+// as a misuse of the API: the call would otherwise do nothing, and the
+// test that made it would pass without its fault.
+func (p *Proxy) set(f Fault, existing, once bool) {
+	if f < NoFault || f >= IdleDrop {
+		panic(fmt.Sprintf("transporttest: %v is not a fault to set (an idle drop is set with SetIdleDrop)", f))
+	}
 	p.mu.Lock()
-	p.fault, p.scope, p.once = f, p.seq+1, once
+	p.fault, p.scope, p.once = f, 0, once
+	if existing {
+		p.scope = p.seq + 1
+	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
 }

@@ -99,7 +99,7 @@ func TestFaultOnReuse(t *testing.T) {
 		t.Run(tt.give.String(), func(t *testing.T) {
 			r := newRig(t)
 			require.NoError(t, r.post(context.Background()))
-			r.proxy.SetFaultExisting(tt.give, true)
+			r.proxy.SetFaultExistingOnce(tt.give)
 			err := r.post(context.Background())
 			require.Error(t, err)
 			assert.Equal(t, tt.wantExecuted, r.executed.Load())
@@ -116,7 +116,7 @@ func TestFaultOnReuse(t *testing.T) {
 func TestBlackHole(t *testing.T) {
 	r := newRig(t)
 	require.NoError(t, r.post(context.Background()))
-	r.proxy.SetFaultExisting(transporttest.BlackHole, false)
+	r.proxy.SetFaultExisting(transporttest.BlackHole)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -156,7 +156,7 @@ func TestBlackHoleStaysDead(t *testing.T) {
 		return err
 	}
 	require.NoError(t, send(30*time.Second))
-	r.proxy.SetFaultExisting(transporttest.BlackHole, false)
+	r.proxy.SetFaultExisting(transporttest.BlackHole)
 	require.ErrorIs(t, send(200*time.Millisecond), os.ErrDeadlineExceeded)
 	r.proxy.SetFault(transporttest.NoFault)
 	require.ErrorIs(t, send(200*time.Millisecond), os.ErrDeadlineExceeded, "still dead after the fault cleared")
@@ -205,4 +205,24 @@ func TestStall(t *testing.T) {
 func TestFaultString(t *testing.T) {
 	assert.Equal(t, "black-hole", transporttest.BlackHole.String())
 	assert.Equal(t, "Fault(99)", transporttest.Fault(99).String())
+}
+
+// TestSetFaultRejectsObservations: IdleDrop, or a value past the last
+// fault, would otherwise set nothing, and the test would pass without its
+// fault.
+func TestSetFaultRejectsObservations(t *testing.T) {
+	r := newRig(t)
+	sets := map[string]func(transporttest.Fault){
+		"SetFault":             r.proxy.SetFault,
+		"SetFaultOnce":         r.proxy.SetFaultOnce,
+		"SetFaultExisting":     r.proxy.SetFaultExisting,
+		"SetFaultExistingOnce": r.proxy.SetFaultExistingOnce,
+	}
+	for name, set := range sets {
+		for _, f := range []transporttest.Fault{transporttest.IdleDrop, transporttest.Fault(99), transporttest.Fault(-1)} {
+			assert.PanicsWithValue(t, "transporttest: "+f.String()+" is not a fault to set (an idle drop is set with SetIdleDrop)",
+				func() { set(f) }, "%s(%v)", name, f)
+		}
+	}
+	require.NoError(t, r.post(context.Background()), "no fault set")
 }

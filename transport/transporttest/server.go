@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kubewire/kubewire/transport"
@@ -19,21 +20,33 @@ type Server struct {
 	Name string
 	// URL is the server's http:// (HTTP/1.1) or https:// (HTTP/2) URL.
 	URL string
-	// HTTP2 reports whether the server speaks HTTP/2 over TLS.
-	HTTP2 bool
+	// ProtoMajor is the major HTTP version the server speaks, as
+	// http.Response.ProtoMajor reports it: 1 or 2.
+	ProtoMajor int
 	// Base is a pooled transport from transport.New, for this server
 	// alone: a test that counts or closes connections sees only its own.
 	Base *http.Transport
 }
 
-// NewServers starts h twice, over HTTP/1.1 (plain) and over HTTP/2 (TLS),
-// and returns the two in that order. Both servers stop, and both
-// transports close their idle connections, when tb ends.
+// Servers are the servers of [NewServers], one field per protocol, so
+// that a test that needs one protocol names it.
+type Servers struct {
+	HTTP1 Server // plain HTTP/1.1
+	HTTP2 Server // HTTP/2 over TLS
+}
+
+// All returns every server, for a test that runs over each protocol. A
+// protocol added later is added here too, so a loop over All covers it.
+func (s Servers) All() []Server { return []Server{s.HTTP1, s.HTTP2} }
+
+// NewServers starts h twice, over HTTP/1.1 (plain) and over HTTP/2 (TLS).
+// Both servers stop, and both transports close their idle connections,
+// when tb ends.
 //
 // Two protocols because a middleware meets both under client-go: HTTP/2
 // multiplexes requests on one connection and fails them with stream
 // resets and GOAWAYs, HTTP/1.1 gives each request a connection of its own.
-func NewServers(tb testing.TB, h http.Handler) []Server {
+func NewServers(tb testing.TB, h http.Handler) Servers {
 	tb.Helper()
 	h1 := httptest.NewServer(h)
 	tb.Cleanup(h1.Close)
@@ -52,7 +65,10 @@ func NewServers(tb testing.TB, h http.Handler) []Server {
 	}
 	tb.Cleanup(b1.CloseIdleConnections)
 	tb.Cleanup(b2.CloseIdleConnections)
-	return []Server{{"HTTP/1.1", h1.URL, false, b1}, {"HTTP/2", h2.URL, true, b2}}
+	return Servers{
+		HTTP1: Server{Name: "HTTP/1.1", URL: h1.URL, ProtoMajor: 1, Base: b1},
+		HTTP2: Server{Name: "HTTP/2", URL: h2.URL, ProtoMajor: 2, Base: b2},
+	}
 }
 
 // BehindProxy starts h over HTTP/1.1 with a [Proxy] in front and returns
@@ -87,18 +103,43 @@ func RefusedURL(tb testing.TB) string {
 
 // NewUpgradeServer starts a loopback HTTP/1.1 server that answers every
 // request with 101 Switching Protocols and then echoes each line it reads
-// as "echo: <line>", until the client closes. It stops when tb ends. It
-// stands in for the exec, attach and port-forward subresources of an API
-// server, whose streams client-go reads from the 101 response's body.
-func NewUpgradeServer(tb testing.TB) *httptest.Server {
+// as "echo: <line>", until the client closes, and returns its http:// URL.
+// It stands in for the exec, attach and port-forward subresources of an
+// API server, whose streams client-go reads from the 101 response's body.
+//
+// It stops when tb ends, upgraded connections included: an
+// httptest.Server forgets a hijacked connection, so a client that never
+// closes its end would otherwise keep the server's goroutine for good.
+func NewUpgradeServer(tb testing.TB) string {
 	tb.Helper()
+	var (
+		mu       sync.Mutex
+		hijacked = map[net.Conn]struct{}{}
+		stopped  bool
+		handlers sync.WaitGroup
+	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			tb.Errorf("hijacking the upgrade request: %v", err)
 			return
 		}
-		defer conn.Close()
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			_ = conn.Close()
+			return
+		}
+		hijacked[conn] = struct{}{}
+		handlers.Add(1)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			delete(hijacked, conn)
+			mu.Unlock()
+			_ = conn.Close()
+			handlers.Done()
+		}()
 		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
 		_ = brw.Flush()
 		for {
@@ -111,18 +152,28 @@ func NewUpgradeServer(tb testing.TB) *httptest.Server {
 		}
 	}))
 	tb.Cleanup(srv.Close)
-	return srv
+	// Registered after srv.Close, so it runs first.
+	tb.Cleanup(func() {
+		mu.Lock()
+		stopped = true
+		for c := range hijacked {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		handlers.Wait()
+	})
+	return srv.URL
 }
 
-// Upgrade sends an upgrade request for an exec subresource to srv (from
-// [NewUpgradeServer]) through rt and returns the 101 response's body. It
-// fails tb unless the response is a 101 whose body is an
-// io.ReadWriteCloser, as net/http makes it: client-go writes the stream
-// through that body, so a middleware that wraps it in a read-only body
-// breaks exec.
-func Upgrade(tb testing.TB, rt http.RoundTripper, srv *httptest.Server) io.ReadWriteCloser {
+// Upgrade sends an upgrade request for an exec subresource to url (from
+// [NewUpgradeServer]) through rt and returns the 101 response's body,
+// which is closed when tb ends if the test has not closed it. It fails tb
+// unless the response is a 101 whose body is an io.ReadWriteCloser, as
+// net/http makes it: client-go writes the stream through that body, so a
+// middleware that wraps it in a read-only body breaks exec.
+func Upgrade(tb testing.TB, rt http.RoundTripper, url string) io.ReadWriteCloser {
 	tb.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/namespaces/ns/pods/p/exec?command=sh", nil)
+	req, err := http.NewRequest(http.MethodPost, url+"/api/v1/namespaces/ns/pods/p/exec?command=sh", nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -141,6 +192,7 @@ func Upgrade(tb testing.TB, rt http.RoundTripper, srv *httptest.Server) io.ReadW
 		_ = resp.Body.Close()
 		tb.Fatalf("the 101 response's body is %T, not an io.ReadWriteCloser", resp.Body)
 	}
+	tb.Cleanup(func() { _ = rwc.Close() })
 	return rwc
 }
 

@@ -236,7 +236,7 @@ func TestLostSuspensionAnswer(t *testing.T) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return rig.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if req.Method == http.MethodPatch && strings.Contains(req.URL.Path, "/sandboxes/") && patches.Add(1) == 1 {
-				proxy.SetFaultExisting(transporttest.ResetAfterResponse, true)
+				proxy.SetFaultExistingOnce(transporttest.ResetAfterResponse)
 			}
 			return rt.RoundTrip(req)
 		})

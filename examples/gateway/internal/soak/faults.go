@@ -138,7 +138,7 @@ func (in *injector) apply(ctx context.Context, name string) {
 	case FaultResetAfter:
 		in.proxy.SetFaultOnce(transporttest.ResetAfterResponse)
 	case FaultCloseOnReuse:
-		in.proxy.SetFaultExisting(transporttest.CloseOnSend, true)
+		in.proxy.SetFaultExistingOnce(transporttest.CloseOnSend)
 	case FaultIdleDrop:
 		// A quiet spell: the load balancer's idle time passes with nothing
 		// in flight, and the next request on an idle flow is reset.
@@ -153,7 +153,7 @@ func (in *injector) apply(ctx context.Context, name string) {
 		in.window(FaultStall, from, time.Now().Add(in.settle))
 	case FaultBlackHole:
 		accepted := in.proxy.Accepted()
-		in.proxy.SetFaultExisting(transporttest.BlackHole, false)
+		in.proxy.SetFaultExisting(transporttest.BlackHole)
 		go in.recovered(ctx, accepted)
 	case FaultRestart:
 		from := time.Now()
