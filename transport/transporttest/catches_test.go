@@ -102,6 +102,12 @@ var broken = map[string]func(http.RoundTripper) http.RoundTripper{
 	"panics on nil": func(next http.RoundTripper) http.RoundTripper {
 		return passThrough{next} // no http.DefaultTransport in place of nil
 	},
+	"returns nil for nil": func(next http.RoundTripper) http.RoundTripper {
+		if next == nil {
+			return nil // and so panics on the caller's first request
+		}
+		return passThrough{next}
+	},
 	"fails with a plain error": func(http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if req.Body != nil {
@@ -159,6 +165,7 @@ func TestSuiteCatches(t *testing.T) {
 		{"wraps itself", "Wrapper", "WrappedRoundTripper calls below *transporttest_test.cycle: a cycle"},
 		{"ignores its context", "Concurrent", "still running 1s after they were cancelled: the middleware ignores their context"},
 		{"panics on nil", "NilNext", "panicked applied to nil, on its first request"},
+		{"returns nil for nil", "NilNext", "returned nil, but is not the identity"},
 		{"fails with a plain error", "ConfigError", "not a *transport.ConfigError"},
 	}
 	for _, tt := range tests {

@@ -452,8 +452,14 @@ func nilNext(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 		return
 	}
 	if rt == nil {
-		// The identity, as transport.Chain() is: the caller is left with
-		// the nil it had, which http.Client reads as http.DefaultTransport.
+		// Only the identity, as transport.Chain() is, may hand nil back:
+		// the caller is left with the nil it had, which http.Client reads
+		// as http.DefaultTransport. A middleware that returns nil for nil
+		// but wraps anything else would panic on its first request.
+		probe := &counting{}
+		if got, ok := noPanic(t, "applied to a RoundTripper", func() http.RoundTripper { return mw(probe) }); ok && got != probe {
+			t.Error("a middleware applied to nil returned nil, but is not the identity: it must wrap http.DefaultTransport")
+		}
 		return
 	}
 	if !roundtrip.Holds(rt, func(rt http.RoundTripper) bool { return rt == http.DefaultTransport }) {

@@ -39,7 +39,7 @@
 //     a client's idle connections reaches the pool; the middleware never
 //     empties the pool itself.
 //   - A middleware applied to nil sends through http.DefaultTransport, as
-//     http.Client does.
+//     http.Client does, or, being the identity, hands the nil back.
 //   - All of it holds under concurrent use, with cancellations and bodies
 //     closed half read, and no response goes to the wrong request.
 //
@@ -62,7 +62,8 @@
 // resets before or after the server answered, a close as the client
 // reuses an idle connection, a stall, a peer that stops answering, set for
 // every connection or for those open now ([Proxy.SetFaultExisting]),
-// until cleared or once ([Proxy.SetFaultExistingOnce]). [BehindProxy] starts a handler behind one. A test that
+// until cleared or once ([Proxy.SetFaultExistingOnce]). [BehindProxy]
+// starts a handler behind one. A test that
 // means "the peer stopped answering" uses [Hold], which holds bytes and
 // delivers them later: dropping bytes would corrupt a TLS or HTTP/2 stream
 // at a moment the test does not choose.
@@ -70,8 +71,9 @@
 // Everything here listens on 127.0.0.1 only. What a function given a
 // testing.TB starts stops when that test ends, upgraded connections
 // included; a Proxy from [NewProxy] stops when closed. A middleware
-// that never returns, even when its request's context is cancelled,
-// fails [TestMiddleware] with the requests it holds, and its goroutines
-// are left for the caller's goleak to report. The functions are safe for concurrent use by
-// parallel tests.
+// that holds requests past their context's cancellation fails
+// TestMiddleware's Concurrent case with the requests it holds, and its
+// goroutines are left for the caller's goleak to report; one that never
+// returns at all stops the suite at go test's -timeout, as any hung test
+// does. The functions are safe for concurrent use by parallel tests.
 package transporttest
