@@ -11,8 +11,9 @@ import (
 )
 
 // answer is a RoundTripper that answers every request at once, without a
-// network: the root module's internal testserver.Answer, copied because a
-// module's tests reach no other module's internal packages. It hands each request
+// network: the root module's internal testserver.Answer, copied so that
+// no more of this module's tests reach into the root's internal packages
+// (edge_test.go still does, for internal/repro). It hands each request
 // a reused loopback TCP connection through the request's trace, as
 // net/http's pool does, so that a GotConn hook sees a real *net.TCPConn
 // with real addresses and costs what it costs there.

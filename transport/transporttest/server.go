@@ -180,8 +180,14 @@ func Upgrade(tb testing.TB, rt http.RoundTripper, url string) io.ReadWriteCloser
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", "echo")
 	resp, err := rt.RoundTrip(req)
-	if err != nil {
+	switch {
+	case err != nil && resp != nil:
+		_ = resp.Body.Close()
+		tb.Fatalf("upgrade request: a response and an error (%v); a RoundTripper returns one", err)
+	case err != nil:
 		tb.Fatalf("upgrade request: %v", err)
+	case resp == nil:
+		tb.Fatal("upgrade request: no response and no error")
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		_ = resp.Body.Close()

@@ -21,7 +21,7 @@ import (
 func TestUpgradeServerStopsWithTest(t *testing.T) {
 	var conn net.Conn
 	var br *bufio.Reader
-	t.Run("leaves the connection open", func(t *testing.T) {
+	if !t.Run("leaves the connection open", func(t *testing.T) {
 		u := transporttest.NewUpgradeServer(t)
 		var err error
 		conn, err = net.Dial("tcp", strings.TrimPrefix(u, "http://"))
@@ -32,7 +32,9 @@ func TestUpgradeServerStopsWithTest(t *testing.T) {
 		resp, err := http.ReadResponse(br, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-	})
+	}) {
+		return
+	}
 	defer conn.Close()
 	// A hang guard, not a measurement: the server closes at once.
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(30*time.Second)))
@@ -47,9 +49,11 @@ func TestUpgradeClosesWithTest(t *testing.T) {
 	defer base.CloseIdleConnections()
 	u := transporttest.NewUpgradeServer(t)
 	var rwc interface{ Write([]byte) (int, error) }
-	t.Run("leaves the body open", func(t *testing.T) {
+	if !t.Run("leaves the body open", func(t *testing.T) {
 		rwc = transporttest.Upgrade(t, base, u)
-	})
+	}) {
+		return
+	}
 	_, err := rwc.Write([]byte("hello\n"))
 	assert.Error(t, err, "the body was closed when the subtest ended")
 }
