@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/kubewire/kubewire/internal/testserver"
+	"github.com/kubewire/kubewire/internal/conntrack"
 	"github.com/kubewire/kubewire/transport"
 	"github.com/kubewire/kubewire/transport/transporttest"
 )
@@ -171,7 +171,7 @@ func TestHTTP2HealthCheck(t *testing.T) {
 			)
 			require.NoError(t, err)
 			defer tr.CloseIdleConnections()
-			var conns testserver.Conns
+			var conns conntrack.Conns
 			tr.DialContext = conns.Dial(tr.DialContext)
 			u := "https://" + p.Addr()
 
@@ -197,7 +197,7 @@ func TestIdleConnTimeout(t *testing.T) {
 		tr, err := transport.New(transport.WithIdleConnTimeout(100 * time.Millisecond))
 		require.NoError(t, err)
 		defer tr.CloseIdleConnections()
-		var conns testserver.Conns
+		var conns conntrack.Conns
 		tr.DialContext = conns.Dial(tr.DialContext)
 		start := time.Now() // the connection goes idle after this
 		reused(t, tr, srv.URL)

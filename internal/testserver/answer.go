@@ -1,3 +1,7 @@
+// Package testserver holds the root module's test helpers that
+// transport/transporttest does not publish: a raw HTTP/2 server for frames
+// a real one sends only by accident, and a network-free RoundTripper for
+// allocation counts.
 package testserver
 
 import (

@@ -11,7 +11,7 @@ import (
 // conns tells a test when the client closes a connection it dialed, so a
 // test can wait for a health check to give up on a connection instead of
 // sleeping for as long as it should take: the root module's internal
-// testserver.Conns, copied so that no more of this module's tests reach
+// conntrack.Conns, copied so that no more of this module's tests reach
 // into the root's internal packages (integration_test.go still does, for
 // internal/repro). The zero value is ready to use.
 type conns struct {

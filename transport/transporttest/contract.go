@@ -3,16 +3,15 @@ package transporttest
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kubewire/kubewire/internal/conntrack"
 	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/transport"
 )
@@ -329,8 +328,8 @@ func wrapper(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	eachProtocol(t, h, func(t *testing.T, srv Server) {
-		var conns dialed
-		srv.Base.DialContext = conns.dial(srv.Base.DialContext)
+		var conns conntrack.Conns
+		srv.Base.DialContext = conns.Dial(srv.Base.DialContext)
 		base := &counting{RoundTripper: srv.Base}
 		rt := mw(base)
 		// Walk down as apimachinery's utilnet does, to the base. A
@@ -364,7 +363,7 @@ func wrapper(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 			t.Fatal(err)
 		}
 		drain(t, roundTrip(t, rt, req, srv))
-		if n := conns.count(); n != 1 {
+		if n := conns.Dialed(); n != 1 {
 			t.Fatalf("%d connections dialed for one request, want 1", n)
 		}
 
@@ -375,7 +374,7 @@ func wrapper(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 			calls.Add(1)
 			c.CloseIdleConnections()
 			select {
-			case <-conns.first:
+			case <-conns.Closed(0):
 				return true
 			default:
 				return false
@@ -388,51 +387,6 @@ func wrapper(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 			t.Errorf("%d CloseIdleConnections reached the base for %d calls; each must reach it once", got, want)
 		}
 	})
-}
-
-// dialed counts the connections a transport dials and says when the first
-// one is closed.
-type dialed struct {
-	mu    sync.Mutex
-	n     int
-	first chan struct{}
-}
-
-type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
-
-func (d *dialed) dial(next dialFunc) dialFunc {
-	d.first = make(chan struct{})
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		nc, err := next(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		d.n++
-		if d.n > 1 {
-			return nc, nil
-		}
-		return &watchedConn{Conn: nc, closed: d.first}, nil
-	}
-}
-
-func (d *dialed) count() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.n
-}
-
-type watchedConn struct {
-	net.Conn
-	once   sync.Once
-	closed chan struct{}
-}
-
-func (w *watchedConn) Close() error {
-	err := w.Conn.Close()
-	w.once.Do(func() { close(w.closed) })
-	return err
 }
 
 // nilNext: http.Client sends through http.DefaultTransport when its

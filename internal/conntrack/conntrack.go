@@ -1,8 +1,8 @@
-// Package testserver holds the root module's test helpers that
-// transport/transporttest does not publish: a raw HTTP/2 server for frames
-// a real one sends only by accident, a network-free RoundTripper for
-// allocation counts, and a watch on the connections a client closes.
-package testserver
+// Package conntrack tells a test when a client closes a connection it
+// dialed: the contract suite in transport/transporttest and the root
+// module's own tests share it. It imports the standard library only, so
+// that transporttest brings its users nothing more.
+package conntrack
 
 import (
 	"context"
