@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,7 +21,28 @@ import (
 // The probe's test against a real API server is in the untagged module
 // test/probe, so that this module's go.mod requires no test rig.
 func TestMain(m *testing.M) {
+	if os.Getenv(asCommand) == "1" {
+		main()
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// asCommand, set to 1 in a process's environment, makes the test binary
+// run the command's main instead of the tests: a test that needs the
+// command as a process starts its own binary (command), as Go's own command
+// tests do, rather than building it again, which on a cold machine would
+// compile client-go a second time, without the race detector.
+const asCommand = "KUBEWIRE_TEST_AS_COMMAND"
+
+// command returns the command as a process with args, from the test
+// binary, its environment without KUBECONFIG.
+func command(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=", asCommand+"=1")
+	return cmd
 }
 
 var fast = []string{"-latency", "20ms", "-lb-idle", "250ms", "-gaps", "0s,100ms,500ms"}

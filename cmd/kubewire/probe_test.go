@@ -186,16 +186,10 @@ func TestProbeBounded(t *testing.T) {
 // TestProbeInterrupt runs the command as a process against a server that
 // never answers and interrupts it once, as Ctrl-C does.
 func TestProbeInterrupt(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "kubewire")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	bh := newBlackHole(t)
 	path := writeKubeconfig(t, &clientcmdapi.Cluster{Server: "http://" + bh.Addr}, "")
 
-	cmd := exec.Command(bin, "probe", "-kubeconfig", path, "-gaps", "0s", "-timeout", "10m")
-	cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	cmd := command(t, "probe", "-kubeconfig", path, "-gaps", "0s", "-timeout", "10m")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())

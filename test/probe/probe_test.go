@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,11 +21,22 @@ func TestMain(m *testing.M) {
 	kubetest.Main(m, &env)
 }
 
-// build builds the kubewire command into a directory of t.
+// build builds the kubewire command into a directory of t, with the race
+// detector if this test binary has it: the command then shares every
+// compiled package with the test, where a build without it would compile
+// client-go a second time on a cold machine.
 func build(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kubewire")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/kubewire/kubewire/cmd/kubewire").CombinedOutput()
+	args := []string{"build", "-o", bin}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "-race" && s.Value == "true" {
+				args = append(args, "-race")
+			}
+		}
+	}
+	out, err := exec.Command("go", append(args, "github.com/kubewire/kubewire/cmd/kubewire")...).CombinedOutput()
 	require.NoError(t, err, "building kubewire: %s", out)
 	return bin
 }
