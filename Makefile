@@ -7,9 +7,11 @@ ENVTEST_K8S_VERSION := 1.37.2
 ENVTEST_DIR ?= $(abspath $(shell $(GO) env GOCACHE)/../kubewire-envtest/$(ENVTEST_K8S_VERSION))
 TEST_ENV = KUBEBUILDER_ASSETS=$(ENVTEST_DIR)
 
-# The newest Go release the suite also runs on; `make test` uses the Go in
-# PATH. Go fetches the toolchain from the module proxy the first time.
-GO_NEXT ?= go1.27.3
+# The Go releases `make ci` runs on: each supported release's newest patch
+# (Go's own oldstable and stable), one variable each, which Go fetches from
+# the module proxy the first time. `make test` runs on the Go in PATH.
+GO_OLDSTABLE ?= go1.26.11
+GO_STABLE ?= go1.27.4
 
 # The repository's modules, as go.work lists them, and their packages.
 # `./...` stops at a nested module, so every target names them all.
@@ -20,24 +22,29 @@ export GOWORK := $(CURDIR)/go.work
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}' | sed 's|^$(CURDIR)|.|')
 PKGS := $(addsuffix /...,$(MODULES))
 
-# The client-go releases kubeadapter supports besides the one in its go.mod
-# (the oldest, v0.34.0): each runs kubeadapter's whole suite, API server
-# tests included, on its own (hack/matrix.sh).
-CLIENTGO_RELEASES ?= v0.35.10 v0.36.6
-# The newest supported release is the one the workspace run selects
-# (examples/gateway requires it), so the matrix does not run it a second
-# time; `make clientgo` fails when the workspace moves off it, so that no
-# release is left out unnoticed.
-CLIENTGO_NEWEST := v0.37.2
+# The dependency versions the workspace run selects, which name its leg in
+# the ledger: the newest release of each that the modules support.
+WORKSPACE_DEPS = k8s.io/client-go sigs.k8s.io/controller-runtime sigs.k8s.io/agent-sandbox go.opentelemetry.io/otel
 
-# The agent-sandbox releases the driver supports besides the one in its
-# go.mod (v0.5.6, the oldest): the driver's suites run on each, API server
-# tests with that release's controller included, and not in the workspace
-# run, which would repeat them (hack/matrix.sh).
-SANDBOX_RELEASES ?= v1.0.3
-SANDBOX_FLOOR ?= floor
-SANDBOX_MODULES := ./driver ./test/driver
-WORKSPACE_PKGS := $(addsuffix /...,$(filter-out $(SANDBOX_MODULES),$(MODULES)))
+# The matrix legs of `make ci`: each module on its own (GOWORK=off), as a
+# user's build sees it, at the releases of a dependency it supports that
+# the workspace run does not select; "floor" is the go.mod as it is, which
+# requires the oldest (hack/matrix.sh). The newest release of each is the
+# workspace's, so no leg runs it a second time; `make clientgo` and `make
+# sandboxes` fail when the workspace moves off it, so that no release is
+# left out unnoticed.
+#
+# kubeadapter's suite, API server tests included, at client-go v0.34.0
+# (its go.mod), v0.35.10 and v0.36.6.
+CLIENTGO_RELEASES ?= floor v0.35.10 v0.36.6
+CLIENTGO_NEWEST := v0.37.2
+# The driver's suites, API server tests with that release's controller
+# included, at agent-sandbox v0.5.6 (its go.mod). make release-check builds
+# the driver and its tests beside v1.0.3 in a user's module without running
+# them: the workspace run has run them at v1.0.3.
+SANDBOX_RELEASES ?= floor
+SANDBOX_NEWEST := v1.0.3
+SANDBOX_MODULES := driver test/driver
 
 # The timing-sensitive packages `make stress` runs under load.
 STRESS_PKGS ?= ./transport/... ./timeout ./pooltrace ./retry ./stack ./kubeadapter ./metrics ./tracing/... ./test/tracing/... ./driver/... ./internal/... ./cmd/kubewire/... ./test/kubetest/... ./test/kubeadapter/... ./test/driver/... ./test/probe/...
@@ -47,57 +54,78 @@ STRESS_COUNT ?= 20
 # ran past it.
 STRESS_TIMEOUT ?= 2h
 
-.PHONY: test test-go1.27 ci tidy vet gofmt envtest stress repro bench fmt soak clientgo sandboxes otel-floor release-check
+.PHONY: test test-go1.27 ci workspace matrix tidy vet gofmt envtest stress repro bench fmt soak clientgo sandboxes otel-floor release-check
 
-# Checks of the go.mod files and of users' module graphs, which do not
-# depend on the Go release: the Go 1.27 run skips them.
-MODULE_CHECKS ?= tidy release-check
-
-# Each phase of `make test` prints how long it took (hack/phase.sh).
+# Each phase prints how long it took, under which Go release; under `make
+# ci` it also goes into the ledger that make ci prints at the end
+# (hack/phase.sh).
 PHASE = hack/phase.sh
 
-# Every go test of `make test` runs go vet's whole suite (-vet=all; go
-# test's default is a subset) on the packages it builds, from the same
-# -race compile: a separate `go vet` compiles the whole graph a second
-# time without -race, which cost 9 of a cold Go 1.27 run's 21 minutes.
-GOTEST = $(GO) test -race -vet=all -count=1
+# Every go test runs go vet's whole suite (-vet=all; go test's default is
+# a subset) on the packages it builds, from the same compile: a separate
+# `go vet` compiles the whole graph a second time without -race, which cost
+# 9 of a cold Go 1.27 run's 21 minutes.
+#
+# -p 4 on 2 cores: go test shares its -p slots (default: one per CPU)
+# between compiles, links and test runs, and the suites that dominate its
+# time mostly wait on an API server, a timer or a peer, holding a slot a
+# compile or another suite could use (a warm run used one core of two).
+# Four slots took a warm run from 241s to 149s.
+GOTEST = $(GO) test -race -vet=all -count=1 -p 4
 export GOTEST
 
-test: gofmt $(MODULE_CHECKS) envtest
-	$(TEST_ENV) $(PHASE) workspace $(GOTEST) $(WORKSPACE_PKGS)
-	$(MAKE) otel-floor
-	$(MAKE) clientgo
-	$(MAKE) sandboxes
+# What a contributor runs before every commit: formatting, each go.mod
+# tidy on its own, and every module's tests with -race, against a real
+# kube-apiserver and etcd (built the first time), on the Go in PATH, at the
+# newest release of each dependency.
+test: gofmt tidy workspace
 
-# The same suite on the next Go release. The envtest binaries are shared:
-# hack/envtest.sh always builds them with the Go in PATH. The client-go
-# matrix and the module checks run once, with the Go in PATH; the driver's
-# suites run on the newest agent-sandbox release only.
+# The whole suite on the next Go release, as make ci runs it.
 test-go1.27:
-	GOTOOLCHAIN=$(GO_NEXT) $(MAKE) test CLIENTGO_RELEASES= CLIENTGO_FLOOR= MODULE_CHECKS= SANDBOX_FLOOR=
+	GOTOOLCHAIN=$(GO_STABLE) $(MAKE) test
 
-ci: test test-go1.27
+# What CI runs: make test on the oldest supported Go release, every matrix
+# leg and the release rehearsal there, then make test on the newest. Every
+# module's tests run once per Go release at the workspace's versions, and
+# once per other supported release of a dependency; at the end, pass or
+# fail, the ledger says which leg ran which modules at which versions, and
+# what each cost.
+ci:
+	@ledger=$$(mktemp -t kubewire-ci.XXXXXX); \
+	GOTOOLCHAIN=$(GO_OLDSTABLE) KUBEWIRE_LEDGER=$$ledger $(MAKE) test matrix release-check && \
+	GOTOOLCHAIN=$(GO_STABLE) KUBEWIRE_LEDGER=$$ledger $(MAKE) test; \
+	status=$$?; \
+	echo "make ci: what ran, at which versions, and what it cost:"; cat $$ledger; rm -f $$ledger; \
+	exit $$status
+
+# Every module's tests in the workspace, the envtest binaries built if
+# missing.
+workspace: envtest
+	$(TEST_ENV) $(PHASE) "workspace, $(words $(MODULES)) modules, $$($(GO) list -m -f '{{.Path}} {{.Version}}' $(WORKSPACE_DEPS) | paste -sd, -)" $(GOTEST) $(PKGS)
+
+# The matrix legs. -race stays on in each: every leg runs kubewire's own
+# code down paths the others do not take (kubeadapter checks what the
+# client-go release offers; the driver reads what each agent-sandbox
+# release writes), and a race on a path the workspace never takes is found
+# nowhere else.
+matrix: otel-floor clientgo sandboxes
 
 # Each go.mod on its own, as a user's `go get` sees it.
 tidy:
 	@$(PHASE) tidy bash -c 'set -e; for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "$$m: go.mod not tidy (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done'
 
-# kubeadapter's suite at its go.mod's client-go (the oldest it supports)
-# and at each of CLIENTGO_RELEASES, without the workspace.
-CLIENTGO_FLOOR ?= floor
 clientgo: envtest
 	@test "$$($(GO) list -m -f '{{.Version}}' k8s.io/client-go)" = $(CLIENTGO_NEWEST) || { echo "clientgo: the workspace selects client-go $$($(GO) list -m -f '{{.Version}}' k8s.io/client-go), not $(CLIENTGO_NEWEST): set CLIENTGO_NEWEST and the matrix to the releases kubeadapter supports"; exit 1; }
-	$(TEST_ENV) $(PHASE) clientgo hack/matrix.sh clientgo "k8s.io/client-go k8s.io/api k8s.io/apimachinery" "kubeadapter test/kubeadapter" $(CLIENTGO_FLOOR) $(CLIENTGO_RELEASES)
+	$(TEST_ENV) hack/matrix.sh clientgo "k8s.io/client-go k8s.io/api k8s.io/apimachinery" "kubeadapter test/kubeadapter" $(CLIENTGO_RELEASES)
 
-# The driver's suites at its go.mod's agent-sandbox (the oldest it
-# supports) and at each of SANDBOX_RELEASES, without the workspace.
 sandboxes: envtest
-	$(TEST_ENV) $(PHASE) sandboxes hack/matrix.sh sandboxes sigs.k8s.io/agent-sandbox "driver test/driver" $(SANDBOX_FLOOR) $(SANDBOX_RELEASES)
+	@test "$$($(GO) list -m -f '{{.Version}}' sigs.k8s.io/agent-sandbox)" = $(SANDBOX_NEWEST) || { echo "sandboxes: the workspace selects agent-sandbox $$($(GO) list -m -f '{{.Version}}' sigs.k8s.io/agent-sandbox), not $(SANDBOX_NEWEST): set SANDBOX_NEWEST, agentSandboxNewest in hack/release/check.go and the matrix to the releases the driver supports"; exit 1; }
+	$(TEST_ENV) hack/matrix.sh sandboxes sigs.k8s.io/agent-sandbox "$(SANDBOX_MODULES)" $(SANDBOX_RELEASES)
 
 # tracing's suite at the OpenTelemetry release its go.mod states (the
 # oldest it supports), without the workspace, whose other modules raise it.
 otel-floor:
-	cd tracing && GOWORK=off ../$(PHASE) otel-floor $(GOTEST) ./...
+	cd tracing && GOWORK=off ../$(PHASE) "otel-floor, tracing at $$(GOWORK=off $(GO) list -m -f '{{.Path}} {{.Version}}' go.opentelemetry.io/otel)" $(GOTEST) ./...
 
 # The release rehearsal: every published module at a candidate version in a
 # file:// module proxy, as hack/release.sh would tag it, and users' builds of

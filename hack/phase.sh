@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs one phase of `make test` and prints how long it took, under which
-# Go release, so that the next regression of CI's time shows in its log.
+# Runs one phase of the suite and prints how long it took, under which Go
+# release, so that the next regression of CI's time shows in its log. With
+# KUBEWIRE_LEDGER set (make ci sets it), the line also goes into that file,
+# which make ci prints at the end.
 #
 #   hack/phase.sh NAME COMMAND [ARG...]
 set -u
@@ -11,5 +13,9 @@ start=$SECONDS
 rc=$?
 status=ok
 [[ $rc -eq 0 ]] || status="failed ($rc)"
-echo "phase: $name on $(go env GOVERSION): $((SECONDS - start))s, $status" >&2
+line="phase: $name on $(go env GOVERSION): $((SECONDS - start))s, $status"
+echo "$line" >&2
+if [[ -n ${KUBEWIRE_LEDGER:-} ]]; then
+	echo "$line" >>"$KUBEWIRE_LEDGER"
+fi
 exit $rc

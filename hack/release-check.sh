@@ -8,9 +8,10 @@
 #   t  each published go.mod and go.sum is what go mod tidy makes of it
 #   a  the root, importing timeout: no k8s.io, sigs.k8s.io, Prometheus or OpenTelemetry module
 #   b  kubeadapter beside client-go v0.34.0: builds, raises no module
-#   c  the driver: every module at the version its go.mod states, and its
-#      tests pass there; and beside agent-sandbox v1.0.3 (agentSandboxNewest
-#      in hack/release/check.go): it builds and its tests pass there too
+#   c  the driver: every module at the version its go.mod states, and
+#      beside agent-sandbox v1.0.3 (agentSandboxNewest in
+#      hack/release/check.go); its packages and tests build in both graphs
+#      (make sandboxes and the workspace run the tests at those versions)
 #   d  go install .../cmd/kubewire@candidate, and `kubewire probe -h`
 #   e  every published module in one module: all their packages build
 #

@@ -1,5 +1,5 @@
 // Command release cuts a release of kubewire's published modules, one
-// version for all (`release cut V`), and rehearses it in make test
+// version for all (`release cut V`), and rehearses it in make ci
 // (`release check [-only tabcde]`); see RELEASING.md. Every go.mod requires
 // its siblings at the last release and keeps `replace => <dir>`; a release
 // is one commit setting them to V, and a tag per published module on it.
