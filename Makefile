@@ -20,6 +20,9 @@ GO_STABLE ?= go1.27.4
 # silently cover one module.
 export GOWORK := $(CURDIR)/go.work
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}' | sed 's|^$(CURDIR)|.|')
+ifeq ($(strip $(MODULES)),)
+$(error go list -m named no module of go.work; every target would cover nothing)
+endif
 PKGS := $(addsuffix /...,$(MODULES))
 
 # The dependency versions the workspace run selects, which name its leg in
@@ -39,9 +42,11 @@ WORKSPACE_DEPS = k8s.io/client-go sigs.k8s.io/controller-runtime sigs.k8s.io/age
 CLIENTGO_RELEASES ?= floor v0.35.10 v0.36.6
 CLIENTGO_NEWEST := v0.37.2
 # The driver's suites, API server tests with that release's controller
-# included, at agent-sandbox v0.5.6 (its go.mod). make release-check builds
-# the driver and its tests beside v1.0.3 in a user's module without running
-# them: the workspace run has run them at v1.0.3.
+# included, at agent-sandbox v0.5.6 (its go.mod). The workspace run has
+# run them at v1.0.3 (with client-go v0.37.2); make release-check builds
+# the driver and its tests in a user's module beside v1.0.3, whose graph
+# differs from the workspace's in patch releases only (client-go v0.37.0,
+# controller-runtime v0.25.0), without running them.
 SANDBOX_RELEASES ?= floor
 SANDBOX_NEWEST := v1.0.3
 SANDBOX_MODULES := driver test/driver
@@ -66,13 +71,23 @@ PHASE = hack/phase.sh
 # `go vet` compiles the whole graph a second time without -race, which cost
 # 9 of a cold Go 1.27 run's 21 minutes.
 #
-# -p 4 on 2 cores: go test shares its -p slots (default: one per CPU)
-# between compiles, links and test runs, and the suites that dominate its
-# time mostly wait on an API server, a timer or a peer, holding a slot a
-# compile or another suite could use (a warm run used one core of two).
-# Four slots took a warm run from 241s to 149s.
-GOTEST = $(GO) test -race -vet=all -count=1 -p 4
-export GOTEST
+# -p, two slots per CPU: go test shares its -p slots (default: one per
+# CPU) between compiles, links and test runs, and the suites that dominate
+# its time mostly wait on an API server, a timer or a peer, holding a slot
+# a compile or another suite could use (a warm run used one core of two).
+# On 2 cores, 4 slots took a warm run from 241s to 149s.
+TEST_P ?= $(shell echo $$(( $$(nproc) * 2 )))
+GOTEST = $(GO) test -race -vet=all -count=1 -p $(TEST_P)
+
+# The matrix legs run without the race detector. What they vary is what
+# each release of a dependency does around kubewire's code: how client-go
+# builds, caches and wraps its transport, what each agent-sandbox release's
+# controller writes. The code that runs concurrently, the stack's request
+# path and the reconciler's workers, is kubewire's own and the same in
+# every leg, and the workspace run tests all of it with -race on each Go
+# release. With -race, on a cold 2-core machine, the client-go legs took
+# 669s and the agent-sandbox floor 457s.
+MATRIX_GOTEST = $(GO) test -vet=all -count=1 -p $(TEST_P)
 
 # What a contributor runs before every commit: formatting, each go.mod
 # tidy on its own, and every module's tests with -race, against a real
@@ -80,34 +95,33 @@ export GOTEST
 # newest release of each dependency.
 test: gofmt tidy workspace
 
-# The whole suite on the next Go release, as make ci runs it.
+# make test on Go 1.27's newest patch (GO_STABLE), as make ci runs it.
 test-go1.27:
 	GOTOOLCHAIN=$(GO_STABLE) $(MAKE) test
 
 # What CI runs: make test on the oldest supported Go release, every matrix
-# leg and the release rehearsal there, then make test on the newest. Every
-# module's tests run once per Go release at the workspace's versions, and
-# once per other supported release of a dependency; at the end, pass or
-# fail, the ledger says which leg ran which modules at which versions, and
-# what each cost.
+# leg and the release rehearsal there, then make test on the newest, with
+# tracing at its OpenTelemetry floor (13s) too. Every module's tests run
+# once per Go release at the workspace's versions, and once per other
+# supported release of a dependency; at the end, pass or fail, the ledger
+# says which leg ran which modules at which versions, and what each cost.
 ci:
-	@ledger=$$(mktemp -t kubewire-ci.XXXXXX); \
-	GOTOOLCHAIN=$(GO_OLDSTABLE) KUBEWIRE_LEDGER=$$ledger $(MAKE) test matrix release-check && \
-	GOTOOLCHAIN=$(GO_STABLE) KUBEWIRE_LEDGER=$$ledger $(MAKE) test; \
-	status=$$?; \
-	echo "make ci: what ran, at which versions, and what it cost:"; cat $$ledger; rm -f $$ledger; \
-	exit $$status
+	@ledger=$$(mktemp -t kubewire-ci.XXXXXX); export KUBEWIRE_LEDGER=$$ledger; \
+	trap 'status=$$?; echo "make ci: what ran, at which versions, and what it cost:"; cat "$$ledger"; rm -f "$$ledger"; \
+		if [ $$status -eq 0 ]; then echo "make ci: passed"; else echo "make ci: FAILED (exit $$status) after the phases above"; fi; exit $$status' EXIT; \
+	set -e; \
+	GOTOOLCHAIN=$(GO_OLDSTABLE) $(MAKE) test; \
+	GOTOOLCHAIN=$(GO_OLDSTABLE) $(MAKE) matrix; \
+	GOTOOLCHAIN=$(GO_OLDSTABLE) $(MAKE) release-check; \
+	GOTOOLCHAIN=$(GO_STABLE) $(MAKE) test; \
+	GOTOOLCHAIN=$(GO_STABLE) $(MAKE) otel-floor
 
 # Every module's tests in the workspace, the envtest binaries built if
 # missing.
 workspace: envtest
 	$(TEST_ENV) $(PHASE) "workspace, $(words $(MODULES)) modules, $$($(GO) list -m -f '{{.Path}} {{.Version}}' $(WORKSPACE_DEPS) | paste -sd, -)" $(GOTEST) $(PKGS)
 
-# The matrix legs. -race stays on in each: every leg runs kubewire's own
-# code down paths the others do not take (kubeadapter checks what the
-# client-go release offers; the driver reads what each agent-sandbox
-# release writes), and a race on a path the workspace never takes is found
-# nowhere else.
+# The matrix legs (MATRIX_GOTEST says why without -race).
 matrix: otel-floor clientgo sandboxes
 
 # Each go.mod on its own, as a user's `go get` sees it.
@@ -116,16 +130,17 @@ tidy:
 
 clientgo: envtest
 	@test "$$($(GO) list -m -f '{{.Version}}' k8s.io/client-go)" = $(CLIENTGO_NEWEST) || { echo "clientgo: the workspace selects client-go $$($(GO) list -m -f '{{.Version}}' k8s.io/client-go), not $(CLIENTGO_NEWEST): set CLIENTGO_NEWEST and the matrix to the releases kubeadapter supports"; exit 1; }
-	$(TEST_ENV) hack/matrix.sh clientgo "k8s.io/client-go k8s.io/api k8s.io/apimachinery" "kubeadapter test/kubeadapter" $(CLIENTGO_RELEASES)
+	$(TEST_ENV) GOTEST="$(MATRIX_GOTEST)" hack/matrix.sh clientgo "k8s.io/client-go k8s.io/api k8s.io/apimachinery" "kubeadapter test/kubeadapter" $(CLIENTGO_RELEASES)
 
 sandboxes: envtest
 	@test "$$($(GO) list -m -f '{{.Version}}' sigs.k8s.io/agent-sandbox)" = $(SANDBOX_NEWEST) || { echo "sandboxes: the workspace selects agent-sandbox $$($(GO) list -m -f '{{.Version}}' sigs.k8s.io/agent-sandbox), not $(SANDBOX_NEWEST): set SANDBOX_NEWEST, agentSandboxNewest in hack/release/check.go and the matrix to the releases the driver supports"; exit 1; }
-	$(TEST_ENV) hack/matrix.sh sandboxes sigs.k8s.io/agent-sandbox "$(SANDBOX_MODULES)" $(SANDBOX_RELEASES)
+	@grep -q 'agentSandboxNewest *= "$(SANDBOX_NEWEST)"' hack/release/check.go || { echo "sandboxes: agentSandboxNewest in hack/release/check.go is not SANDBOX_NEWEST, $(SANDBOX_NEWEST)"; exit 1; }
+	$(TEST_ENV) GOTEST="$(MATRIX_GOTEST)" hack/matrix.sh sandboxes sigs.k8s.io/agent-sandbox "$(SANDBOX_MODULES)" $(SANDBOX_RELEASES)
 
 # tracing's suite at the OpenTelemetry release its go.mod states (the
 # oldest it supports), without the workspace, whose other modules raise it.
 otel-floor:
-	cd tracing && GOWORK=off ../$(PHASE) "otel-floor, tracing at $$(GOWORK=off $(GO) list -m -f '{{.Path}} {{.Version}}' go.opentelemetry.io/otel)" $(GOTEST) ./...
+	cd tracing && GOWORK=off ../$(PHASE) "otel-floor, tracing at $$(GOWORK=off $(GO) list -m -f '{{.Path}} {{.Version}}' go.opentelemetry.io/otel)" $(MATRIX_GOTEST) ./...
 
 # The release rehearsal: every published module at a candidate version in a
 # file:// module proxy, as hack/release.sh would tag it, and users' builds of
@@ -139,8 +154,9 @@ release-check:
 stress: envtest
 	$(TEST_ENV) hack/stress.sh -count=$(STRESS_COUNT) -timeout=$(STRESS_TIMEOUT) $(STRESS_PKGS)
 
+# The gofmt of the Go release in use, not the one in PATH.
 gofmt:
-	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	@f=$$($(GO) env GOROOT)/bin/gofmt; test -z "$$($$f -l .)" || { echo "gofmt needed:"; $$f -l .; exit 1; }
 
 # go vet alone, for a quick look; make test vets as it tests.
 vet: gofmt
@@ -148,7 +164,7 @@ vet: gofmt
 
 # Builds only when the binaries are missing or their inputs changed.
 envtest:
-	@$(PHASE) envtest hack/envtest.sh $(ENVTEST_DIR) $(ENVTEST_K8S_VERSION)
+	@$(PHASE) "envtest, built with $$(GOTOOLCHAIN=local $(GO) env GOVERSION)" hack/envtest.sh $(ENVTEST_DIR) $(ENVTEST_K8S_VERSION)
 
 repro:
 	$(GO) run ./examples/repro

@@ -17,8 +17,9 @@
 # module cache is.
 set -euo pipefail
 export GOTOOLCHAIN=local
-# A tools module of its own: never the repository's workspace.
-export GOWORK=off
+# A tools module of its own: never the repository's workspace; and none
+# of the caller's build flags (-race, tags), which the key does not cover.
+export GOWORK=off GOFLAGS=
 dir=$1 version=$2
 cd "$(dirname "$0")/envtest"
 major=${version%%.*} rest=${version#*.} minor=${rest%%.*}

@@ -43,7 +43,7 @@ for v in "$@"; do
 		fi
 		versions=$(go list -m -e -f '{{if not .Error}}{{.Path}} {{.Version}}{{end}}' "${modules[@]}" k8s.io/client-go sigs.k8s.io/controller-runtime | sort -u | sed '/^$/d' | paste -sd, -)
 		# shellcheck disable=SC2086 # GOTEST is a command and its flags
-		"$root/hack/phase.sh" "$name, $dir at $versions" ${GOTEST:-go test -race -vet=all -count=1} ./...
+		"$root/hack/phase.sh" "$name, $dir at $versions" ${GOTEST:?the go test command, which the Makefile sets} ./...
 		unset GOFLAGS
 	done
 done

@@ -11,7 +11,8 @@
 #   c  the driver: every module at the version its go.mod states, and
 #      beside agent-sandbox v1.0.3 (agentSandboxNewest in
 #      hack/release/check.go); its packages and tests build in both graphs
-#      (make sandboxes and the workspace run the tests at those versions)
+#      (make sandboxes runs the tests at the floor's versions, the workspace
+#      run beside v1.0.3, with newer patches of client-go)
 #   d  go install .../cmd/kubewire@candidate, and `kubewire probe -h`
 #   e  every published module in one module: all their packages build
 #

@@ -98,13 +98,16 @@ func check(c *candidate, proxy, only string) error {
 	return nil
 }
 
-// newestRelease is the newest release tag of the root, or "". It knows only
-// the tags fetched into repo (RELEASING.md).
+// newestRelease is the newest release or pre-release tag of the root, or
+// "": a version at or below it is refused, since Go orders a module's
+// versions by semver and a pre-release cut below one already published
+// would never be selected. It knows only the tags fetched into repo
+// (RELEASING.md).
 func newestRelease(repo string) (string, error) {
 	tags, err := git(repo, "tag", "-l", "v*")
 	latest := ""
 	for _, t := range strings.Fields(tags) {
-		if semver.IsValid(t) && semver.Prerelease(t) == "" && semver.Compare(t, latest) > 0 {
+		if semver.IsValid(t) && semver.Compare(t, latest) > 0 {
 			latest = t
 		}
 	}
@@ -178,11 +181,12 @@ func (r *checker) user(name string, mods, imports []string, cmds ...[]string) (s
 	return dir, g, err
 }
 
-// Every build here is -race, as the suite's are: the graphs are the ones
-// the matrices and the workspace run build, so a cold machine compiles
-// each once. -race changes how a package compiles, not which modules a
-// user's go get resolves, which is what these checks are about.
-var tidyBuild = [][]string{{"mod", "tidy"}, {"build", "-race", "./..."}}
+// No build here is -race, as none of the Makefile's matrix legs is: the
+// graphs are the ones those legs build (kubeadapter beside client-go
+// v0.34.0, the driver at its floor), so a cold machine compiles each once.
+// -race changes how a package compiles, not which modules a user's go get
+// resolves, which is what these checks are about.
+var tidyBuild = [][]string{{"mod", "tidy"}, {"build", "./..."}}
 
 // tidy is (t): in the release tree, go mod tidy changes no published go.mod
 // or go.sum (a missing checksum breaks go install).
@@ -231,9 +235,11 @@ func (r *checker) kubeadapter() {
 // driver is (c): go get -t of the driver's packages selects every module
 // at the version driver/go.mod states (its floor, which the workspace never
 // builds), or beside agentSandboxNewest that one, and its packages and
-// tests compile there. The tests run elsewhere, at the same versions: the
-// Makefile's sandboxes matrix at the floor, the workspace run at the
-// newest; running them here too would run one suite twice.
+// tests compile there. The tests run elsewhere: at the floor in the
+// Makefile's sandboxes leg, at the same versions; beside the newest in the
+// workspace run, whose graph differs from this one in patch releases only
+// (client-go v0.37.2 for v0.37.0). Running them here too would run the
+// floor's suite twice.
 func (r *checker) driver() {
 	m := r.c.byPath[repoPath+"/driver"]
 	if m == nil {
@@ -250,8 +256,7 @@ func (r *checker) driver() {
 		dir, g, err := r.user("driver"+sandbox, get, nil)
 		out := ""
 		if err == nil {
-			// -race as the matrix builds them, so that the graph compiles once.
-			out, err = r.goCmd(dir, "test", "-race", "-mod=mod", "-count=1", "-run=^$", m.path+"/...")
+			out, err = r.goCmd(dir, "test", "-mod=mod", "-count=1", "-run=^$", m.path+"/...")
 		}
 		for _, req := range f.Require {
 			p, want := req.Mod.Path, req.Mod.Version
@@ -270,10 +275,10 @@ func (r *checker) driver() {
 }
 
 // install is (d): go install of the command at the candidate, as a user
-// runs it (no -mod flag; -race as above), and its probe's help.
+// runs it (no -mod flag), and its probe's help.
 func (r *checker) install() {
 	p := repoPath + "/cmd/kubewire@" + r.c.version
-	_, err := r.goCmd(r.work, "install", "-race", p)
+	_, err := r.goCmd(r.work, "install", p)
 	out, _ := exec.Command(filepath.Join(r.work, "bin", "kubewire"), "probe", "-h").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "usage: kubewire probe") {
 		r.failf("(d) go install %s, kubewire probe -h: %v\n%s", p, err, out)
@@ -288,7 +293,7 @@ func (r *checker) everything() {
 	for _, m := range r.c.mods {
 		mods = append(mods, m.path+"@"+r.c.version)
 	}
-	if _, _, err := r.user("all", mods, nil, []string{"build", "-race", "-mod=mod", repoPath + "/..."}); err != nil {
+	if _, _, err := r.user("all", mods, nil, []string{"build", "-mod=mod", repoPath + "/..."}); err != nil {
 		r.failf("(e) %v", err)
 	} else {
 		r.logf("(e) every published module@%s in one user's module: all packages build", r.c.version)
