@@ -22,7 +22,10 @@ import (
 // test/probe, so that this module's go.mod requires no test rig.
 func TestMain(m *testing.M) {
 	if os.Getenv(asCommand) == "1" {
+		// Not passed on to what the command starts (a credential plugin).
+		_ = os.Unsetenv(asCommand)
 		main()
+		os.Exit(0) // main exits; should it ever return, no test runs
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -31,7 +34,9 @@ func TestMain(m *testing.M) {
 // run the command's main instead of the tests: a test that needs the
 // command as a process starts its own binary (command), as Go's own command
 // tests do, rather than building it again, which on a cold machine would
-// compile client-go a second time, without the race detector.
+// compile client-go a second time, without the race detector. The testing
+// package has registered its -test.* flags on flag.CommandLine by then;
+// the command parses flag sets of its own.
 const asCommand = "KUBEWIRE_TEST_AS_COMMAND"
 
 // command returns the command as a process with args, from the test
