@@ -116,7 +116,8 @@ func Resendable(req *http.Request) bool {
 
 // isUpgrade reports whether req asks to switch protocols (exec, attach and
 // port-forward over SPDY or WebSockets): a Connection header naming
-// "upgrade". Each module keeps its own copy (STYLE rule 15).
+// "upgrade". Each module keeps its own copy: nothing is internal across
+// modules.
 func isUpgrade(req *http.Request) bool {
 	for _, v := range req.Header["Connection"] {
 		for _, tok := range strings.Split(v, ",") {

@@ -45,8 +45,7 @@ func then[T any](f, g func(T)) func(T) {
 // isNil reports whether v is nil or holds a nil pointer, map, slice, func,
 // channel or interface: a typed nil, which a nil check of the interface
 // misses and which would panic on the first call. The root module keeps
-// its own copy for its options (STYLE rule 15: nothing is internal across
-// modules).
+// its own copy for its options: nothing is internal across modules.
 func isNil(v any) bool {
 	if v == nil {
 		return true

@@ -28,7 +28,7 @@ type listed struct {
 	Deps       []string
 }
 
-// TestLayering guards the layering of DESIGN.md: no middleware package
+// TestLayering guards the layering CONTRIBUTING.md states: no middleware package
 // imports a sibling, client-go, Prometheus or OpenTelemetry, even through
 // an internal package; and transport, the floor, reaches nothing but the standard
 // library, x/net, go-cleanhttp and the root module's internal packages.
@@ -106,7 +106,7 @@ func goList(t *testing.T, patterns []string) map[string]listed {
 // hack/release/modules.txt lists them for the release. Their packages,
 // tests aside, import no package internal to another module: minimal
 // version selection may pair kubeadapter vN with root vN+1, and an
-// internal package is free to change between them (STYLE rule 15).
+// internal package is free to change between them.
 func publishedModules(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "hack", "release", "modules.txt"))

@@ -246,7 +246,8 @@ func (e *cached) DeepCopyObject() runtime.Object {
 // IsNil reports whether v is nil or holds a nil pointer, map, slice, func,
 // channel or interface: a typed nil, which a nil check of the interface
 // misses and which would panic on the first call. The root module keeps
-// its own copy (STYLE rule 15: nothing is internal across modules).
+// its own copy: nothing is internal across modules, whose versions a user
+// may mix.
 func IsNil(v any) bool {
 	if v == nil {
 		return true
