@@ -338,6 +338,59 @@ func TestProbeEndsWithTheCaller(t *testing.T) {
 	assert.NotContains(t, err.Error(), "request timeout", "the stack's timeout, not the caller's deadline, ended it")
 }
 
+// TestProbeWaitersEndWithTheirOwn: while one caller's probe waits on an
+// API server that stopped answering, a second caller ends with its own
+// deadline, not the first caller's probe.
+func TestProbeWaitersEndWithTheirOwn(t *testing.T) {
+	asked := make(chan struct{}, 8)
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) })
+	d, err := driver.New(&rest.Config{Host: srv.URL}, "gw", []string{"team-a"})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+
+	first, cancelFirst := context.WithCancel(context.Background())
+	defer cancelFirst()
+	firstDone := make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		_, _ = d.Get(first, "team-a", "sb")
+	}()
+	t.Cleanup(func() { cancelFirst(); <-firstDone })
+	select {
+	case <-asked:
+	case <-time.After(time.Minute):
+		t.Fatal("the first caller's probe never reached the server")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.Get(ctx, "team-a", "sb")
+		errc <- err
+	}()
+	// 300ms is the deadline; 5s keeps a loaded machine from failing the
+	// test, and the log says how long it took.
+	select {
+	case err = <-errc:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second caller still waits 5s after its 300ms deadline, behind the first caller's probe")
+	}
+	t.Logf("the second caller ended %v after it started", time.Since(start).Round(time.Millisecond))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
 // TestProbe: on a cluster that serves v1beta1, the first operation asks
 // discovery for the group version, and nothing of v1alpha1; the answer is
 // kept.

@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
@@ -55,14 +55,17 @@ type Core struct {
 	serves map[string]bool
 	events *recorder
 
-	mu     sync.Mutex
-	probed bool // the API server served v1beta1 Sandboxes
+	// probing holds a token while a caller probes: a channel, not a mutex,
+	// so that a caller waiting for another's probe ends with its own
+	// context, not with the other's probe (up to its attempts' timeouts).
+	probing chan struct{}
+	probed  atomic.Bool // the API server served v1beta1 Sandboxes
 }
 
 // New returns the core of a driver whose requests go through sandboxes
 // and kube and whose Events go through events.
 func New(s Settings, sandboxes versioned.Interface, kube, events kubernetes.Interface) *Core {
-	c := &Core{Settings: s, Sandboxes: sandboxes, Kube: kube, serves: map[string]bool{}}
+	c := &Core{Settings: s, Sandboxes: sandboxes, Kube: kube, serves: map[string]bool{}, probing: make(chan struct{}, 1)}
 	for _, ns := range s.Namespaces {
 		c.serves[ns] = true
 	}
@@ -114,11 +117,19 @@ var ErrV1alpha1Only = fmt.Errorf("the API server serves %s sandboxes only (agent
 
 // Probe checks, once, that discovery lists v1beta1 Sandboxes (agent-sandbox
 // v0.5.0 and later); when it does not, whether it lists v1alpha1 alone, to
-// say how to upgrade. A failed probe is not remembered.
+// say how to upgrade. A failed probe is not remembered. One caller probes
+// at a time; the others wait for it, each until its own ctx is done.
 func (c *Core) Probe(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.probed {
+	if c.probed.Load() {
+		return nil
+	}
+	select {
+	case c.probing <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the API probe: %w", ctx.Err())
+	}
+	defer func() { <-c.probing }()
+	if c.probed.Load() {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -136,7 +147,7 @@ func (c *Core) Probe(ctx context.Context) error {
 		case gv == v1alpha1:
 			return ErrV1alpha1Only
 		}
-		c.probed = true
+		c.probed.Store(true)
 		return nil
 	}
 	return ErrNotInstalled
