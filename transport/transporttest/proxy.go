@@ -87,11 +87,14 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	fault    Fault
-	scope    uint64 // the fault applies to connections with seq < scope; 0 means all
-	once     bool
+	mu    sync.Mutex
+	cond  *sync.Cond
+	fault Fault
+	scope uint64 // the fault applies to connections with seq < scope; 0 means all
+	once  bool
+	// held is the connection a fault set once holds (Stall, Hold), 0
+	// before it fires: the fault then acts on it alone until replaced.
+	held     uint64
 	latency  time.Duration
 	idleDrop time.Duration
 	observer func(Fault)
@@ -131,7 +134,9 @@ func (p *Proxy) Accepted() int {
 func (p *Proxy) SetFault(f Fault) { p.set(f, false, false) }
 
 // SetFaultOnce applies f to the next connection it fires on, current or
-// future, and then clears.
+// future, and then clears for every other connection. A fault that holds
+// ([Stall], [Hold]) holds that one connection until the fault is replaced
+// (SetFault(NoFault)) or the proxy closes; a [BlackHole] leaves it dead.
 func (p *Proxy) SetFaultOnce(f Fault) { p.set(f, false, true) }
 
 // SetFaultExisting applies f only to the connections open now, which are
@@ -151,7 +156,7 @@ func (p *Proxy) set(f Fault, existing, once bool) {
 		panic(fmt.Sprintf("transporttest: %v is not a fault to set (an idle drop is set with SetIdleDrop)", f))
 	}
 	p.mu.Lock()
-	p.fault, p.scope, p.once = f, 0, once
+	p.fault, p.scope, p.once, p.held = f, 0, once, 0
 	if existing {
 		p.scope = p.seq + 1
 	}
@@ -234,19 +239,40 @@ func (p *Proxy) accept() {
 	}
 }
 
-// faultFor returns the fault that applies to connection seq and consumes it
-// if it fires once.
-func (p *Proxy) faultFor(seq uint64, consume bool) Fault {
+// fire returns the fault that acts on data of connection seq going to the
+// server (toServer) or back to the client, and, for a fault set once,
+// consumes it in the same critical section, so that two connections never
+// both take it: a fault that holds binds to seq, any other clears.
+func (p *Proxy) fire(seq uint64, toServer bool) Fault {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.fault == NoFault || (p.scope != 0 && seq >= p.scope) {
+	f := p.fault
+	if f == NoFault || (p.scope != 0 && seq >= p.scope) || !f.acts(toServer) {
 		return NoFault
 	}
-	f := p.fault
-	if consume && p.once {
-		p.fault = NoFault
+	if p.once {
+		switch {
+		case p.held != 0 && p.held != seq:
+			return NoFault
+		case f == Stall || f == Hold:
+			p.held = seq
+		default:
+			p.fault = NoFault
+		}
 	}
 	return f
+}
+
+// acts reports whether f acts on data going to the server (toServer) or
+// back to the client.
+func (f Fault) acts(toServer bool) bool {
+	switch f {
+	case ResetBeforeForward, CloseOnSend:
+		return toServer
+	case ResetAfterResponse, Stall:
+		return !toServer
+	}
+	return f == Hold || f == BlackHole
 }
 
 func (p *Proxy) track(c net.Conn) bool {
@@ -348,38 +374,25 @@ func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, st *connState
 				reset(client)
 				return
 			}
-			switch f := p.faultFor(seq, false); {
-			case f == Hold:
-				p.observe(Hold)
-				if !p.wait(seq, Hold) {
+			switch f := p.fire(seq, toServer); f {
+			case Hold, Stall:
+				p.observe(f)
+				if !p.wait(seq, f) {
 					return
 				}
-			case f == BlackHole:
-				p.faultFor(seq, true)
+			case BlackHole:
 				if !st.dead.Swap(true) {
 					p.observe(BlackHole)
 				}
 				continue
-			case toServer && f == ResetBeforeForward:
-				p.faultFor(seq, true)
+			case ResetBeforeForward, ResetAfterResponse:
 				p.observe(f)
 				reset(client)
 				return
-			case toServer && f == CloseOnSend:
-				p.faultFor(seq, true)
+			case CloseOnSend:
 				p.observe(f)
 				_ = client.Close()
 				return
-			case !toServer && f == ResetAfterResponse:
-				p.faultFor(seq, true)
-				p.observe(f)
-				reset(client)
-				return
-			case !toServer && f == Stall:
-				p.observe(Stall)
-				if !p.wait(seq, Stall) {
-					return
-				}
 			}
 			if toServer {
 				st.asked.Store(true)
@@ -411,7 +424,7 @@ func (p *Proxy) pipe(seq uint64, src, dst net.Conn, toServer bool, st *connState
 func (p *Proxy) wait(seq uint64, f Fault) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for !p.closed && p.fault == f && (p.scope == 0 || seq < p.scope) {
+	for !p.closed && p.fault == f && (p.scope == 0 || seq < p.scope) && (!p.once || p.held == seq) {
 		p.cond.Wait()
 	}
 	return !p.closed

@@ -202,6 +202,64 @@ func TestStall(t *testing.T) {
 	assert.Equal(t, []transporttest.Fault{transporttest.Stall}, r.observed())
 }
 
+// TestFaultOnceHolds: a fault that holds, set once, holds the first
+// connection it fires on until it is replaced, and no other: the next
+// connection is answered at once.
+func TestFaultOnceHolds(t *testing.T) {
+	for _, f := range []transporttest.Fault{transporttest.Stall, transporttest.Hold} {
+		t.Run(f.String(), func(t *testing.T) {
+			r := newRig(t)
+			r.proxy.SetFaultOnce(f)
+			held := make(chan error, 1)
+			go func() { held <- r.post(context.Background()) }()
+			require.Eventually(t, func() bool { return len(r.observed()) == 1 }, 10*time.Second, 5*time.Millisecond)
+
+			// The held connection is busy, so this request opens another.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, r.post(ctx), "a second connection, after the fault fired once")
+			assert.Equal(t, 2, r.proxy.Accepted())
+			select {
+			case err := <-held:
+				t.Fatalf("the first connection was let go before the fault was replaced: %v", err)
+			default:
+			}
+			r.proxy.SetFault(transporttest.NoFault)
+			require.NoError(t, <-held)
+			assert.Equal(t, []transporttest.Fault{f}, r.observed())
+		})
+	}
+}
+
+// TestFaultOnceFiresOnce: connections that meet a fault set once at the
+// same time; it fires on one of them.
+func TestFaultOnceFiresOnce(t *testing.T) {
+	for _, f := range []transporttest.Fault{transporttest.ResetBeforeForward, transporttest.CloseOnSend, transporttest.ResetAfterResponse} {
+		t.Run(f.String(), func(t *testing.T) {
+			r := newRig(t)
+			r.proxy.SetFaultOnce(f)
+			const n = 16
+			var wg sync.WaitGroup
+			var failed atomic.Int32
+			start := make(chan struct{})
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					if r.post(context.Background()) != nil {
+						failed.Add(1)
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			assert.Equal(t, []transporttest.Fault{f}, r.observed())
+			assert.Equal(t, int32(1), failed.Load(), "requests that met the fault")
+		})
+	}
+}
+
 func TestFaultString(t *testing.T) {
 	assert.Equal(t, "black-hole", transporttest.BlackHole.String())
 	assert.Equal(t, "Fault(99)", transporttest.Fault(99).String())
