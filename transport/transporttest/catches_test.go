@@ -53,6 +53,40 @@ var broken = map[string]func(http.RoundTripper) http.RoundTripper{
 			return resp, err
 		})
 	},
+	"takes an overload for an error": func(next http.RoundTripper) http.RoundTripper {
+		return wrap(next, func(req *http.Request) (*http.Response, error) {
+			resp, err := next.RoundTrip(req)
+			if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+				_ = resp.Body.Close()
+				return nil, fmt.Errorf("overloaded: %d", resp.StatusCode)
+			}
+			return resp, err
+		})
+	},
+	"drops the answers it retries": func(next http.RoundTripper) http.RoundTripper {
+		return wrap(next, func(req *http.Request) (*http.Response, error) {
+			resp, err := next.RoundTrip(req)
+			for try := 1; try < 3 && err == nil && req.Method == http.MethodGet &&
+				(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500); try++ {
+				// The answer retried is dropped without closing its body.
+				resp, err = next.RoundTrip(req)
+			}
+			return resp, err
+		})
+	},
+	"empties the pool on failure": func(next http.RoundTripper) http.RoundTripper {
+		return wrap(next, func(req *http.Request) (*http.Response, error) {
+			resp, err := next.RoundTrip(req)
+			if err != nil {
+				// go-retryablehttp's pattern: every request in flight on
+				// another goroutine loses its connection's reuse.
+				if c, ok := next.(interface{ CloseIdleConnections() }); ok {
+					c.CloseIdleConnections()
+				}
+			}
+			return resp, err
+		})
+	},
 	"hides the upgraded connection": func(next http.RoundTripper) http.RoundTripper {
 		return wrap(next, func(req *http.Request) (*http.Response, error) {
 			resp, err := next.RoundTrip(req)
@@ -158,8 +192,11 @@ func TestSuiteCatches(t *testing.T) {
 		{"leaves the body open", "BodyClosedOnError", "request body not closed"},
 		{"answers with an error too", "BodyClosedOnError", "a response (502) came with the error"},
 		{"takes a status for an error", "StatusIsNotError", "RoundTrip: server error 500"},
+		{"takes an overload for an error", "StatusIsNotError", "RoundTrip: overloaded: 429"},
 		{"hides the upgraded connection", "Upgrade", "not an io.ReadWriteCloser"},
 		{"buffers the body", "Concurrent", "requests still running after"},
+		{"drops the answers it retries", "Concurrent", "response bodies from the pool are not closed"},
+		{"empties the pool on failure", "Concurrent", "emptied the pool itself"},
 		{"is no wrapper", "Wrapper", "does not implement WrappedRoundTripper"},
 		{"closes idle connections twice", "Wrapper", "each must reach it once"},
 		{"wraps itself", "Wrapper", "WrappedRoundTripper calls below *transporttest_test.cycle: a cycle"},

@@ -30,7 +30,7 @@ type mode string
 
 const (
 	modeOK           mode = "ok"            // a 200 with a short body, read to the end
-	modeStatus       mode = "status"        // a 404 or a 500, read to the end
+	modeStatus       mode = "status"        // one of statuses, read to the end
 	modeCancelHeader mode = "cancel-header" // cancelled once the server has it, before any answer
 	modeCancelBody   mode = "cancel-body"   // cancelled after the first line of the body
 	modePartial      mode = "partial"       // closed after the first line of the body
@@ -66,11 +66,16 @@ func echoLine(id, method, body string) string {
 	return fmt.Sprintf("%s %s %q\n", id, method, body)
 }
 
+// statuses are the answers of modeStatus, each with GET and with POST:
+// those a middleware is tempted to act on, an overload (429, 503, with
+// Retry-After) and a failure (500), and one it has no reason to (404). A
+// middleware that retries one must close the body of each answer it does
+// not pass on, or its connection never returns to the pool.
+var statuses = []int{http.StatusNotFound, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable}
+
 func (c *call) status() int {
-	if c.method == http.MethodGet {
-		return http.StatusNotFound
-	}
-	return http.StatusInternalServerError
+	// Ids of one mode come in pairs, a GET and a POST, len(modes)*2 apart.
+	return statuses[c.id/(2*len(modes))%len(statuses)]
 }
 
 // echo is the server of the concurrent case. Every answer is made of
@@ -94,6 +99,9 @@ func (s *echo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, line)
 	case modeStatus:
 		code, _ := strconv.Atoi(q.Get("status"))
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "0")
+		}
 		w.WriteHeader(code)
 		_, _ = io.WriteString(w, line)
 	case modeCancelHeader:
@@ -181,7 +189,10 @@ func concurrent(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 			}
 			var unclosed []string
 			if !eventually(func() bool { unclosed = base.open(); return len(unclosed) == 0 }) {
-				t.Errorf("requests whose response bodies from the pool are not closed: %v", unclosed)
+				t.Errorf("requests whose response bodies from the pool are not closed, each a connection that never returns to it: %v", unclosed)
+			}
+			if n := base.closes.Load(); n > 0 {
+				t.Errorf("the middleware emptied the pool itself %d times, when no caller called CloseIdleConnections: every request in flight then dials anew", n)
 			}
 		})
 	}
@@ -364,11 +375,19 @@ func (c *call) run(ctx context.Context, t *reporter, rt http.RoundTripper, srv S
 
 // recorder is the base transport of the concurrent case. It records every
 // response body the pool hands out, to check that the middleware closes
-// each one, including those it never passes on.
+// each one, including those it never passes on, and counts the
+// CloseIdleConnections calls that reach it, which in this case no caller
+// makes.
 type recorder struct {
 	roundtrip.Wrapped
 	mu     sync.Mutex
 	bodies []*recordedBody
+	closes atomic.Int32
+}
+
+func (r *recorder) CloseIdleConnections() {
+	r.closes.Add(1)
+	r.Wrapped.CloseIdleConnections()
 }
 
 type recordedBody struct {

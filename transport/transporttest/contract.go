@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -263,23 +264,31 @@ func bodyClosedOnError(t *testing.T, mw func(http.RoundTripper) http.RoundTrippe
 // "should not attempt to interpret the response"; client-go reads the
 // Status object in a 4xx or 5xx body, and retries a 429, or a 5xx with
 // Retry-After, itself, so a middleware that turns a status into an error
-// hides both.
+// hides both. The statuses are those a retrying middleware is most
+// tempted to take: 429 and 503 with Retry-After (API Priority and
+// Fairness, a draining API server), and a plain 500.
 func statusIsNotError(t *testing.T, mw func(http.RoundTripper) http.RoundTripper) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "boom", http.StatusInternalServerError)
+		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
+		if code != http.StatusInternalServerError {
+			w.Header().Set("Retry-After", "0")
+		}
+		http.Error(w, "boom", code)
 	})
 	eachProtocol(t, h, func(t *testing.T, srv Server) {
 		rt := mw(srv.Base)
-		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp := roundTrip(t, rt, req, srv)
-		if resp.StatusCode != http.StatusInternalServerError {
-			t.Errorf("status %d, want 500", resp.StatusCode)
-		}
-		if got := drain(t, resp); got != "boom\n" {
-			t.Errorf("body %q, want %q", got, "boom\n")
+		for _, code := range []int{http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable} {
+			req, err := http.NewRequest(http.MethodGet, srv.URL+"?code="+strconv.Itoa(code), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := roundTrip(t, rt, req, srv)
+			if resp.StatusCode != code {
+				t.Errorf("status %d, want %d", resp.StatusCode, code)
+			}
+			if got := drain(t, resp); got != "boom\n" {
+				t.Errorf("%d: body %q, want %q", code, got, "boom\n")
+			}
 		}
 	})
 }

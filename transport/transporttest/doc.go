@@ -40,8 +40,11 @@
 //     empties the pool itself.
 //   - A middleware applied to nil sends through http.DefaultTransport, as
 //     http.Client does, or, being the identity, hands the nil back.
-//   - All of it holds under concurrent use, with cancellations and bodies
-//     closed half read, and no response goes to the wrong request.
+//   - All of it holds under concurrent use, with cancellations, bodies
+//     closed half read and answers a middleware may retry (429, 500, 503),
+//     and no response goes to the wrong request; every response body the
+//     pool hands out is closed, those the middleware does not pass on
+//     included, or each holds a connection that never returns to the pool.
 //
 // [TestConfigError] checks how a middleware built with invalid options
 // fails: every request, unsent, with a *transport.ConfigError.
