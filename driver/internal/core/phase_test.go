@@ -63,6 +63,8 @@ func TestPhase(t *testing.T) {
 		{"pod failed", sb(1, true, notSuspended, cond(condFinished, yes, "PodFailed", 1), cond(condReady, no, "PodFailed", 1)), PhaseError, "PodFailed"},
 		{"pod failed, Ready only", sb(1, true, notSuspended, cond(condReady, no, "PodFailed", 1)), PhaseError, "PodFailed"},
 		{"multiple pods", sb(1, true, notSuspended, cond(condReady, no, "MultiplePods", 1)), PhaseError, "MultiplePods"},
+		{"invalid configuration (after v1.0.3): an error the user must fix, not unknown", sb(1, true, notSuspended, cond(condReady, no, "InvalidConfiguration", 1)), PhaseError, "InvalidConfiguration"},
+		{"invalid configuration while stopping: an error, not stopping", sb(2, false, cond(condSuspended, no, "NotSuspended", 1), cond(condReady, no, "InvalidConfiguration", 2)), PhaseError, "InvalidConfiguration"},
 		{"pod succeeded: finished, not failed", sb(1, true, notSuspended, cond(condFinished, yes, "PodSucceeded", 1), cond(condReady, no, "PodSucceeded", 1)), PhaseFinished, "PodSucceeded"},
 		{"expired under Retain: finished", sb(1, true, cond(condFinished, yes, "PodSucceeded", 1), cond(condReady, no, "SandboxExpired", 1)), PhaseFinished, "PodSucceeded"},
 		{"expired, no Finished: finished", sb(1, true, notSuspended, cond(condReady, no, "SandboxExpired", 1)), PhaseFinished, "SandboxExpired"},

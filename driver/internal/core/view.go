@@ -118,6 +118,8 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 		case ready != nil && ready.Reason == sandboxv1beta1.SandboxReasonExpired:
 			// An expired sandbox keeps only Ready current (v0.5.6).
 			return PhaseFinished, ready
+		case ready != nil && ready.Reason == reasonInvalidConfiguration:
+			return PhaseError, ready
 		case suspended == nil:
 			return PhaseStopping, nil
 		case suspended.Status == metav1.ConditionTrue:
@@ -153,7 +155,7 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 	switch ready.Reason {
 	case sandboxv1beta1.SandboxReasonPodSucceeded, sandboxv1beta1.SandboxReasonExpired:
 		return PhaseFinished, ready
-	case sandboxv1beta1.SandboxReasonPodFailed, sandboxv1beta1.SandboxReasonMultiplePods:
+	case sandboxv1beta1.SandboxReasonPodFailed, sandboxv1beta1.SandboxReasonMultiplePods, reasonInvalidConfiguration:
 		return PhaseError, ready
 	case sandboxv1beta1.SandboxReasonDependenciesNotReady, reasonReconcilerError, sandboxv1beta1.SandboxReasonSuspended:
 		// SandboxSuspended while the intent is running: the controller
@@ -168,8 +170,19 @@ func derive(s *Sandbox) (Phase, *metav1.Condition) {
 }
 
 // reasonReconcilerError is the Ready reason the controller sets when its
-// reconcile failed; agent-sandbox has no constant for it.
+// reconcile failed; the releases the driver is tested on have no constant
+// for it.
 const reasonReconcilerError = "ReconcilerError"
+
+// reasonInvalidConfiguration is the Ready reason the controller sets from
+// v1.0.4 on (agent-sandbox's pull request 1630) when the API server
+// rejects, as invalid, an object it derives from the Sandbox (a Service
+// whose name, the Sandbox's, is over 63 characters; a pod template field
+// the cluster does not know): it stops retrying, and only the user's
+// change to the Sandbox (or a new one, for the name) can fix it. The
+// condition's message carries the API server's words. The releases the
+// driver is tested on have no constant for it.
+const reasonInvalidConfiguration = "InvalidConfiguration"
 
 // withPhase fills in s's phase and its explanation.
 func withPhase(s Sandbox) Sandbox {
