@@ -98,6 +98,11 @@ func TestCutVersion(t *testing.T) {
 		{give: "v1.2.3", tag: "v1.2.3", wantErr: "not above the release v1.2.3"},
 		{give: "v1.2.2", tag: "v1.2.3", wantErr: "not above the release v1.2.3"},
 		{give: "v1.2.3-rc.1", tag: "v1.2.3", wantErr: "not above the release v1.2.3"},
+		// Defect 2: pre-release tags were skipped, and rc.1 was cut below rc.2.
+		{give: "v1.3.0-rc.1", tag: "v1.3.0-rc.2", wantErr: "not above the release v1.3.0-rc.2"},
+		{give: "v1.3.0-rc.2", tag: "v1.3.0-rc.2", wantErr: "not above the release v1.3.0-rc.2"},
+		{give: "v1.2.9", tag: "v1.3.0-rc.2", wantErr: "not above the release v1.3.0-rc.2"},
+		{give: "v1.3.0", tag: "v1.3.0-rc.2"},
 		{give: "v1.2.3", changelog: "# Changelog\r\n\r\n## v1.2.3\r\n\r\n- a change\r\n"},
 	}
 	for _, tt := range tests {
