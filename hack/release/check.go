@@ -181,12 +181,12 @@ func (r *checker) user(name string, mods, imports []string, cmds ...[]string) (s
 	return dir, g, err
 }
 
-// No build here is -race, as none of the Makefile's matrix legs is: the
-// graphs are the ones those legs build (kubeadapter beside client-go
-// v0.34.0, the driver at its floor), so a cold machine compiles each once.
-// -race changes how a package compiles, not which modules a user's go get
-// resolves, which is what these checks are about.
-var tidyBuild = [][]string{{"mod", "tidy"}, {"build", "./..."}}
+// Every build here is -race, as the suite's are: the graphs are the ones
+// the matrix legs build (kubeadapter beside client-go v0.34.0, the driver
+// at its floor), so a cold machine compiles each once. -race changes how
+// a package compiles, not which modules a user's go get resolves, which
+// is what these checks are about.
+var tidyBuild = [][]string{{"mod", "tidy"}, {"build", "-race", "./..."}}
 
 // tidy is (t): in the release tree, go mod tidy changes no published go.mod
 // or go.sum (a missing checksum breaks go install).
@@ -256,7 +256,7 @@ func (r *checker) driver() {
 		dir, g, err := r.user("driver"+sandbox, get, nil)
 		out := ""
 		if err == nil {
-			out, err = r.goCmd(dir, "test", "-mod=mod", "-count=1", "-run=^$", m.path+"/...")
+			out, err = r.goCmd(dir, "test", "-race", "-mod=mod", "-count=1", "-run=^$", m.path+"/...")
 		}
 		for _, req := range f.Require {
 			p, want := req.Mod.Path, req.Mod.Version
@@ -275,10 +275,10 @@ func (r *checker) driver() {
 }
 
 // install is (d): go install of the command at the candidate, as a user
-// runs it (no -mod flag), and its probe's help.
+// runs it (no -mod flag; -race as above), and its probe's help.
 func (r *checker) install() {
 	p := repoPath + "/cmd/kubewire@" + r.c.version
-	_, err := r.goCmd(r.work, "install", p)
+	_, err := r.goCmd(r.work, "install", "-race", p)
 	out, _ := exec.Command(filepath.Join(r.work, "bin", "kubewire"), "probe", "-h").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "usage: kubewire probe") {
 		r.failf("(d) go install %s, kubewire probe -h: %v\n%s", p, err, out)
@@ -293,7 +293,7 @@ func (r *checker) everything() {
 	for _, m := range r.c.mods {
 		mods = append(mods, m.path+"@"+r.c.version)
 	}
-	if _, _, err := r.user("all", mods, nil, []string{"build", "-mod=mod", repoPath + "/..."}); err != nil {
+	if _, _, err := r.user("all", mods, nil, []string{"build", "-race", "-mod=mod", repoPath + "/..."}); err != nil {
 		r.failf("(e) %v", err)
 	} else {
 		r.logf("(e) every published module@%s in one user's module: all packages build", r.c.version)
