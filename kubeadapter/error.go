@@ -35,7 +35,11 @@ import (
 // A call middleware (stack.WithCallMiddleware) that wraps the retry error,
 // as fmt.Errorf("...: %w", err) does, keeps its words and its types: the
 // Error holds the whole chain the stack returned, and says and reaches
-// what it does, with the same exceptions.
+// what it does, with the same exceptions. So does one that formats the
+// error (%v, %s) or replaces it, even with one of the causes: the stack
+// notes the retry error below every call middleware, and the Error
+// carries it in Retry while saying, in neutral words, what the middleware
+// returned.
 //
 // The text differs from the stack's error only in those words: "connection
 // reset by peer" reads "connection reset by the peer", "use of closed
@@ -45,7 +49,7 @@ type Error struct {
 	// stack returns.
 	Retry *retry.Error
 	// err is what the stack returned: Retry, or a call middleware's error
-	// that wraps it. Nil in an Error made by hand, which then stands for
+	// that wraps, formats or replaces it. Nil in an Error made by hand, which then stands for
 	// Retry alone.
 	err error
 }

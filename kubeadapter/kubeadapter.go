@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -314,7 +315,9 @@ func (c *config) middleware() transport.Middleware {
 	if f := each(c.observers, func(o Observer) func(timeout.Exceeded) { return o.ObserveExceeded }); f != nil {
 		opts = append(opts, stack.WithTimeoutOptions(timeout.WithObserver(f)))
 	}
-	chain := stack.New(c.timeout, append(opts, c.stackOptions...)...)
+	// recordGiveUp last: the innermost call middleware, under the user's.
+	opts = append(append(opts, c.stackOptions...), stack.WithCallMiddleware(recordGiveUp))
+	chain := stack.New(c.timeout, opts...)
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return &installed{wrapped: wrapped{next: chain(rt)}, below: rt}
 	}
@@ -330,25 +333,53 @@ type installed struct {
 	below http.RoundTripper // what the stack wraps
 }
 
-// acting is the context value of a request inside a kubewire stack that
-// acts. A struct of one pointer costs no allocation in an interface.
-type acting struct{ url *url.URL }
+// acting is the context of a request inside a kubewire stack that acts:
+// the caller's, marked with the request's URL, and carrying the retry error
+// the stack gave up with. It costs one allocation, as context.WithValue
+// does.
+type acting struct {
+	context.Context
+	url *url.URL
+	// gaveUp is the retry error of a request the stack retried and gave
+	// up on, or did not retry because the budget refused, stored by
+	// [recordGiveUp] right above the retry layer: the top hands client-go
+	// an [Error] by it, whatever a call middleware in between did to the
+	// error.
+	gaveUp atomic.Pointer[retry.Error]
+}
 
-// marks reports whether m marks req: the same URL, or a copy of it
+type actingKey struct{}
+
+// Value returns the acting context itself for actingKey{}.
+func (a *acting) Value(key any) any {
+	if key == (actingKey{}) {
+		return a
+	}
+	return a.Context.Value(key)
+}
+
+// actingFor returns the acting context of ctx, or nil.
+func actingFor(ctx context.Context) *acting {
+	a, _ := ctx.Value(actingKey{}).(*acting)
+	return a
+}
+
+// marks reports whether a marks req: the same URL, or a copy of it
 // (otelhttp and http.Request.Clone copy it).
-func (m acting) marks(req *http.Request) bool {
-	a, b := m.url, req.URL
-	return a == b || a != nil && b != nil && a.Scheme == b.Scheme && a.Host == b.Host && a.Path == b.Path && a.RawQuery == b.RawQuery
+func (a *acting) marks(req *http.Request) bool {
+	x, y := a.url, req.URL
+	return x == y || x != nil && y != nil && x.Scheme == y.Scheme && x.Host == y.Host && x.Path == y.Path && x.RawQuery == y.RawQuery
 }
 
 func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
-	if m, ok := req.Context().Value(acting{}).(acting); ok && m.marks(req) {
+	if a := actingFor(req.Context()); a != nil && a.marks(req) {
 		return s.below.RoundTrip(req)
 	}
 	// Two allocations: the context and the request's copy.
-	resp, err := s.next.RoundTrip(req.WithContext(context.WithValue(req.Context(), acting{}, acting{req.URL})))
+	a := &acting{Context: req.Context(), url: req.URL}
+	resp, err := s.next.RoundTrip(req.WithContext(a))
 	if err != nil {
-		return nil, clientGoError(err)
+		return nil, clientGoError(err, a.gaveUp.Load())
 	}
 	if retry.MaybeApplied(resp) && !dryRun(req) {
 		sayMaybeApplied(resp)
@@ -358,13 +389,52 @@ func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // clientGoError returns the error to hand client-go for err, the stack's
 // (see [Error]). A call middleware (stack.WithCallMiddleware) may have
-// wrapped the retry error, and client-go searches the whole chain.
-func clientGoError(err error) error {
-	var re *retry.Error
-	if errors.As(err, &re) && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
+// wrapped the retry error, and client-go searches the whole chain; it may
+// also have formatted or replaced it, so that the chain no longer holds
+// it: gaveUp, what [recordGiveUp] saw below the call middleware, then
+// says the stack gave up.
+func clientGoError(err error, gaveUp *retry.Error) error {
+	if re := givenUp(err); re != nil {
 		return &Error{Retry: re, err: err}
 	}
+	if gaveUp != nil {
+		return &Error{Retry: gaveUp, err: err}
+	}
 	return err
+}
+
+// givenUp returns the retry error in err's chain when the stack retried the
+// request and gave up, or did not retry it because the budget refused, or
+// nil: a request that failed on its only attempt for another reason is
+// client-go's to retry.
+func givenUp(err error) *retry.Error {
+	var re *retry.Error
+	if errors.As(err, &re) && (re.Attempts > 1 || re.Reason == retry.ReasonBudget) {
+		return re
+	}
+	return nil
+}
+
+// recordGiveUp is the innermost call middleware, right above the retry
+// layer: it stores the retry error of a request the stack gave up on in
+// the request's acting context, before any call middleware above can
+// format it into text that client-go would take for a lost connection.
+func recordGiveUp(next http.RoundTripper) http.RoundTripper {
+	return &giveUpRecorder{wrap(next)}
+}
+
+type giveUpRecorder struct{ wrapped }
+
+func (g *giveUpRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := g.next.RoundTrip(req)
+	if err != nil {
+		if re := givenUp(err); re != nil {
+			if a := actingFor(req.Context()); a != nil {
+				a.gaveUp.Store(re)
+			}
+		}
+	}
+	return resp, err
 }
 
 // failing reports a configuration error for every request, without sending
