@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -114,6 +115,7 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 			require.Error(t, err)
 			assert.Equal(t, driver.KindInvalidArgument, driver.KindOf(err))
 			assert.Contains(t, err.Error(), tt.wantMsg)
+			assert.Equal(t, strings.HasPrefix(tt.name, "unknown namespace"), errors.Is(err, driver.ErrNotServed), "errors.Is(err, ErrNotServed)")
 		})
 	}
 	assert.Zero(t, requests(f), "invalid input reached the API server")

@@ -10,6 +10,18 @@ import (
 	"github.com/kubewire/kubewire/driver/internal/core"
 )
 
+// Errors an [*Error] may wrap, for errors.Is.
+var (
+	// ErrNotOwned: the sandbox exists but another driver, or another
+	// gateway, manages it (KindPrecondition). A program that answers
+	// callers who may not learn which names exist can answer it as it
+	// answers KindNotFound.
+	ErrNotOwned = core.ErrNotOwned
+	// ErrNotServed: the namespace is not one the driver serves
+	// (KindInvalidArgument). The error's text lists those it serves.
+	ErrNotServed = errors.New("namespace not served")
+)
+
 // Kind classifies a driver error.
 type Kind int
 

@@ -177,10 +177,22 @@ func (d *Driver) fence(ctx context.Context, op, ns, name string) (core.Fence, er
 
 func (d *Driver) validateNamespace(op, ns, name string) *Error {
 	if !d.c.Serves(ns) {
-		return invalid(op, ns, name, "unknown namespace %q: the driver serves %v", ns, d.c.Namespaces)
+		return &Error{Op: op, Namespace: ns, Name: name, Kind: KindInvalidArgument, Err: &notServedError{ns, d.c.Namespaces}}
 	}
 	return nil
 }
+
+// notServedError is [ErrNotServed] for namespace ns, naming those served.
+type notServedError struct {
+	ns     string
+	served []string
+}
+
+func (e *notServedError) Error() string {
+	return fmt.Sprintf("unknown namespace %q: the driver serves %v", e.ns, e.served)
+}
+
+func (e *notServedError) Is(target error) bool { return target == ErrNotServed }
 
 func (d *Driver) validate(op, ns, name string) *Error {
 	if err := d.validateNamespace(op, ns, name); err != nil {
