@@ -2,15 +2,21 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/apiserver"
@@ -20,7 +26,10 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/kubernetes"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/lru"
 )
 
 // The gateway's own API, as RBAC sees it: callers are granted these verbs
@@ -41,13 +50,47 @@ const (
 // caches no error.
 const cacheTTL = 10 * time.Second
 
-// The review clients' own limit: client-go's default (5 requests a
-// second) would let anyone who sends tokens the API server rejects, which
-// are not cached, starve the reviews of every caller; the API server's
-// Priority and Fairness bounds them further.
+// limits bound the reviews the gate sends, so that a flood of tokens the
+// API server rejects, which no cache keeps, spends its own budget and not
+// that of the callers the gate has let in, as kube-apiserver's Priority
+// and Fairness isolates one flow from another.
+type limits struct {
+	// reviewQPS and reviewBurst are the review clients' own limit: every
+	// TokenReview and SubjectAccessReview the gate sends. A review the
+	// limit would hold past its deadline is answered 503, never 401.
+	reviewQPS   float32
+	reviewBurst int
+	// unknownQPS and unknownBurst bound the TokenReviews of tokens the
+	// gate has not accepted in the last knownFor, from every address
+	// together: half the review clients' limit, so that the callers it has
+	// let in, whose tokens it knows, and their SubjectAccessReviews always
+	// have the other half. Over it, 503.
+	unknownQPS   float64
+	unknownBurst int
+	// clientQPS and clientBurst bound, per client address, the reviews
+	// the caches do not answer: TokenReviews of unknown tokens and
+	// SubjectAccessReviews. Over it, 429 with Retry-After.
+	clientQPS   float64
+	clientBurst int
+}
+
+// defaultLimits: client-go's default review limit (5 a second) would let
+// one client that sends garbage tokens starve every caller's reviews.
+var defaultLimits = limits{
+	reviewQPS: 50, reviewBurst: 100,
+	unknownQPS: 25, unknownBurst: 50,
+	clientQPS: 10, clientBurst: 20,
+}
+
+// knownFor is how long the gate remembers a token the API server accepted,
+// so that its next review, when the authenticator's cache has let it go,
+// does not wait behind unknown tokens; it is reviewed all the same.
+// maxKnown and maxClients bound the memory the gate keeps for tokens and
+// client addresses (least recently used go first).
 const (
-	reviewQPS   = 50
-	reviewBurst = 100
+	knownFor   = 10 * time.Minute
+	maxKnown   = 10000
+	maxClients = 10000
 )
 
 const (
@@ -56,6 +99,8 @@ const (
 	kindUnauthn     = "unauthenticated"
 	kindDenied      = "forbidden"
 	kindUnavailable = "unavailable"
+	kindThrottled   = "throttled"
+	kindInvalid     = "invalid argument"
 )
 
 // reviewBackoff is k8s.io/apiserver's DefaultAuthWebhookRetryBackoff: a
@@ -76,6 +121,7 @@ type gate struct {
 	authz     authorizer.Authorizer
 	audiences authenticator.Audiences
 	log       logr.Logger
+	budget    *budget
 }
 
 // newGate returns the gate that asks the API server behind cfg, keeping
@@ -83,12 +129,18 @@ type gate struct {
 // audiences, when there are any; else for the API server's own, which a
 // caller then shares with the gateway.
 func newGate(cfg *rest.Config, audiences []string, ttl time.Duration, log logr.Logger) (*gate, error) {
+	return newGateWith(cfg, audiences, ttl, defaultLimits, log)
+}
+
+// newGateWith is newGate with lim bounding the reviews.
+func newGateWith(cfg *rest.Config, audiences []string, ttl time.Duration, lim limits, log logr.Logger) (*gate, error) {
 	rc := rest.CopyConfig(cfg)
-	rc.QPS, rc.Burst, rc.RateLimiter = reviewQPS, reviewBurst, nil
+	rc.RateLimiter = reviewLimiter{flowcontrol.NewTokenBucketRateLimiter(lim.reviewQPS, lim.reviewBurst)}
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}
+	b := newBudget(lim)
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
 		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: false},
 		TokenAccessReviewClient:  kube.AuthenticationV1(),
@@ -101,7 +153,7 @@ func newGate(cfg *rest.Config, audiences []string, ttl time.Duration, log logr.L
 		return nil, fmt.Errorf("authentication: %w", err)
 	}
 	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: kube.AuthorizationV1(),
+		SubjectAccessReviewClient: budgetedSAR{kube.AuthorizationV1(), b},
 		AllowCacheTTL:             ttl,
 		DenyCacheTTL:              ttl,
 		WebhookRetryBackoff:       reviewBackoff(),
@@ -109,31 +161,46 @@ func newGate(cfg *rest.Config, audiences []string, ttl time.Duration, log logr.L
 	if err != nil {
 		return nil, fmt.Errorf("authorization: %w", err)
 	}
-	return &gate{authn: authn, authz: authz, audiences: audiences, log: log}, nil
+	return &gate{authn: authn, authz: authz, audiences: audiences, log: log, budget: b}, nil
 }
 
 // authenticate answers 401, with WWW-Authenticate, a request without
 // credentials or with a token the API server does not accept, before
 // anything else reads it; it puts the caller's user in the context of one
-// it accepts. The token is never logged: the authenticator removes the
-// Authorization header from a request it accepts, and its errors do not
-// quote it.
+// it accepts. A token the gate has not accepted lately is reviewed only
+// within its client address's budget and the budget of all unknown tokens
+// (see [limits]): 429 or 503, with Retry-After, beyond them. The token is
+// never logged: the authenticator removes the Authorization header from a
+// request it accepts, and its errors do not quote it.
 func (g *gate) authenticate(next http.Handler) http.Handler {
 	if g == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client := clientAddress(r)
+		r = r.WithContext(withClient(r.Context(), client))
 		if len(g.audiences) > 0 {
 			r = r.WithContext(authenticator.WithAudiences(r.Context(), g.audiences))
+		}
+		token, hasToken := bearerToken(r)
+		known := hasToken && g.budget.known(token)
+		if hasToken && !known {
+			if err := g.budget.admitUnknown(client); err != nil {
+				g.throttled(w, r, "the caller's token could not be checked", err)
+				return
+			}
 		}
 		resp, ok, err := g.authn.AuthenticateRequest(r)
 		switch {
 		case ok:
+			if hasToken && !known {
+				g.budget.remember(token)
+			}
 			next.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), resp.User)))
 		case unanswered(err):
 			// The API server did not say: a caller told 401 would blame
 			// its token.
-			refuse(w, r, g.log, http.StatusServiceUnavailable, kindUnavailable, "the caller's token could not be checked", fmt.Errorf("authenticating: %w", err))
+			g.throttled(w, r, "the caller's token could not be checked", fmt.Errorf("authenticating: %w", err))
 		default:
 			if err == nil {
 				err = errors.New("no credentials")
@@ -142,6 +209,162 @@ func (g *gate) authenticate(next http.Handler) http.Handler {
 			refuse(w, r, g.log, http.StatusUnauthorized, kindUnauthn, "the request carries no bearer token the API server accepts", err)
 		}
 	})
+}
+
+// throttled answers a request the gate could not decide on: 429 when its
+// client address spent its budget, else 503, each with Retry-After.
+func (g *gate) throttled(w http.ResponseWriter, r *http.Request, msg string, err error) {
+	w.Header().Set("Retry-After", "1")
+	if errors.Is(err, errClientBudget) {
+		refuse(w, r, g.log, http.StatusTooManyRequests, kindThrottled, "too many requests from this address need a review by the API server; retry later", err)
+		return
+	}
+	refuse(w, r, g.log, http.StatusServiceUnavailable, kindUnavailable, msg, err)
+}
+
+// bearerToken returns the request's bearer token as the API server's
+// bearer token authenticator reads it, and whether there is one: a request
+// without one costs no review.
+func bearerToken(r *http.Request) (string, bool) {
+	auth := strings.TrimSpace(r.Header.Get("Authorization"))
+	scheme, token, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != "" && !strings.Contains(token, " ")
+}
+
+// clientAddress is the IP address a request came from, the flow its
+// reviews are budgeted by. Behind a proxy that terminates the connection
+// it is the proxy's: the gate does not trust X-Forwarded-For, which any
+// caller can set.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+type clientKey struct{}
+
+func withClient(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, clientKey{}, addr)
+}
+
+var (
+	// errClientBudget: the client address has spent its review budget.
+	errClientBudget = errors.New("this client address sends more reviews than its budget allows")
+	// errUnknownBudget: the tokens not yet seen, from every address, have
+	// spent their budget.
+	errUnknownBudget = errors.New("too many tokens the gateway has not seen need a review")
+	// errReviewThrottled: the review clients' own limit left no time.
+	errReviewThrottled = errors.New("the review clients' rate limit left no time for the review")
+)
+
+// budget keeps the gate's review budgets and the tokens it has accepted.
+type budget struct {
+	lim     limits
+	unknown *rate.Limiter
+	mu      sync.Mutex
+	clients *lru.Cache // address -> *rate.Limiter
+	tokens  *lru.Cache // sha256 of a token -> time.Time it is known until
+	now     func() time.Time
+}
+
+func newBudget(lim limits) *budget {
+	return &budget{
+		lim:     lim,
+		unknown: rate.NewLimiter(rate.Limit(lim.unknownQPS), lim.unknownBurst),
+		clients: lru.New(maxClients),
+		tokens:  lru.New(maxKnown),
+		now:     time.Now,
+	}
+}
+
+// admitUnknown takes a review of an unknown token from client's budget,
+// then from that of all unknown tokens, or returns the error of the one
+// that refused. A refusal by the second gives back the first's token.
+func (b *budget) admitUnknown(client string) error {
+	now := b.now()
+	r := b.client(client).ReserveN(now, 1)
+	if !r.OK() || r.DelayFrom(now) > 0 {
+		r.CancelAt(now)
+		return errClientBudget
+	}
+	if !b.unknown.AllowN(now, 1) {
+		r.CancelAt(now)
+		return errUnknownBudget
+	}
+	return nil
+}
+
+// admitReview takes a review the caches did not answer from client's
+// budget.
+func (b *budget) admitReview(client string) error {
+	if !b.client(client).AllowN(b.now(), 1) {
+		return errClientBudget
+	}
+	return nil
+}
+
+func (b *budget) client(addr string) *rate.Limiter {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v, ok := b.clients.Get(addr); ok {
+		return v.(*rate.Limiter)
+	}
+	l := rate.NewLimiter(rate.Limit(b.lim.clientQPS), b.lim.clientBurst)
+	b.clients.Add(addr, l)
+	return l
+}
+
+func (b *budget) known(token string) bool {
+	v, ok := b.tokens.Get(sha256.Sum256([]byte(token)))
+	return ok && b.now().Before(v.(time.Time))
+}
+
+func (b *budget) remember(token string) {
+	b.tokens.Add(sha256.Sum256([]byte(token)), b.now().Add(knownFor))
+}
+
+// reviewLimiter is client-go's token bucket with an error of its own for a
+// wait the deadline does not leave time for; client-go wraps it (%w), and
+// the gate answers 503 for it rather than take it for a rejected token.
+type reviewLimiter struct{ flowcontrol.RateLimiter }
+
+func (l reviewLimiter) Wait(ctx context.Context) error {
+	if err := l.RateLimiter.Wait(ctx); err != nil {
+		return fmt.Errorf("%w: %w", errReviewThrottled, err)
+	}
+	return nil
+}
+
+// budgetedSAR is the authorizer's client: each SubjectAccessReview its
+// cache does not answer is taken from the budget of the client address in
+// the request's context.
+type budgetedSAR struct {
+	authorizationv1client.AuthorizationV1Interface
+	b *budget
+}
+
+func (c budgetedSAR) SubjectAccessReviews() authorizationv1client.SubjectAccessReviewInterface {
+	return budgetedSARs{c.AuthorizationV1Interface.SubjectAccessReviews(), c.b}
+}
+
+type budgetedSARs struct {
+	authorizationv1client.SubjectAccessReviewInterface
+	b *budget
+}
+
+func (c budgetedSARs) Create(ctx context.Context, sar *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
+	if client, ok := ctx.Value(clientKey{}).(string); ok {
+		if err := c.b.admitReview(client); err != nil {
+			return nil, err
+		}
+	}
+	return c.SubjectAccessReviewInterface.Create(ctx, sar, opts)
 }
 
 // unanswered reports whether err, the authenticator's, says the API server
@@ -164,7 +387,8 @@ func unanswered(err error) bool {
 	var ue *url.Error
 	var ne net.Error
 	return errors.As(err, &status) || errors.As(err, &ue) || errors.As(err, &ne) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, errReviewThrottled)
 }
 
 // authorize answers 403 a request whose caller may not do verb to the
@@ -213,7 +437,7 @@ func (g *gate) check(w http.ResponseWriter, r *http.Request, attrs authorizer.At
 	case decision == authorizer.DecisionAllow:
 		next.ServeHTTP(w, r)
 	case err != nil:
-		refuse(w, r, g.log, http.StatusServiceUnavailable, kindUnavailable, "the caller's rights could not be checked", fmt.Errorf("authorizing %s: %w", what, err))
+		g.throttled(w, r, "the caller's rights could not be checked", fmt.Errorf("authorizing %s: %w", what, err))
 	default:
 		refuse(w, r, g.log, http.StatusForbidden, kindDenied, fmt.Sprintf("user %q may not %s", u.GetName(), what), fmt.Errorf("%s: %s", what, reason))
 	}
@@ -232,7 +456,7 @@ func userName(r *http.Request) string {
 // whether the answer was written, as fail's does.
 func refuse(w http.ResponseWriter, r *http.Request, log logr.Logger, code int, kind, msg string, cause error) {
 	id := newRequestID(w)
-	kv := []any{"id", id, "method", r.Method, "path", r.URL.Path, "status", code}
+	kv := []any{"id", id, "method", r.Method, "path", logPath(r), "status", code}
 	if name := userName(r); name != "" {
 		kv = append(kv, "user", name)
 	}

@@ -245,7 +245,7 @@ func gatedServer(t testing.TB, cfg *rest.Config, ns string, reviews *reviewCount
 	// slow: a second review is then the gate's doing, never the clock's.
 	g, err := newGate(rc, nil, time.Hour, logr.Discard())
 	require.NoError(t, err)
-	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), g))
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), g, nil))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -300,7 +300,7 @@ func BenchmarkGate(b *testing.B) {
 		d, err := driver.New(cfg, "gw-open", []string{ns.Name})
 		require.NoError(b, err)
 		b.Cleanup(d.Close)
-		srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), nil))
+		srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), nil, nil))
 		b.Cleanup(srv.Close)
 		run(b, srv.URL, "", &reviewCounter{})
 	})

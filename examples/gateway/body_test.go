@@ -44,7 +44,7 @@ func gatewayFor(t *testing.T, host string) client {
 	d, err := driver.New(cfg, "gw", []string{"team-a"})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
-	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), testr.New(t), nil))
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), testr.New(t), nil, nil))
 	t.Cleanup(srv.Close)
 	return client{t: t, url: srv.URL}
 }

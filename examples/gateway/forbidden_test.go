@@ -94,7 +94,7 @@ func TestGatewayForbidden(t *testing.T) {
 			d, err := driver.New(tt.cfg, "gw-403", []string{tt.ns})
 			require.NoError(t, err)
 			defer d.Close()
-			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.FromSlogHandler(slog.NewTextHandler(&logs, nil)), nil))
+			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.FromSlogHandler(slog.NewTextHandler(&logs, nil)), nil, nil))
 			defer srv.Close()
 
 			resp, err := http.Post(srv.URL+"/v1/namespaces/"+tt.ns+"/sandboxes", "application/json", strings.NewReader(`{"name":"alpha","podTemplate":`+template+`}`))

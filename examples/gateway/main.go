@@ -38,7 +38,10 @@
 // (SubjectAccessReview) for the route's verb on
 // sandboxes.gateway.kubewire.io in its namespace, or get on /metrics:
 // 401, 403, or 503 when the API server cannot say; answers are kept for
-// 10s (auth.go, rbac/caller.yaml). -tls-cert-file and -tls-key-file serve
+// 10s (auth.go, rbac/caller.yaml). Reviews of tokens the gate has not
+// accepted lately are budgeted per client address (429 beyond) and in
+// all (503 beyond), so that a flood of garbage tokens spends its own
+// budget, not that of the callers let in. -tls-cert-file and -tls-key-file serve
 // HTTPS and are reloaded when they change. A -listen address other than
 // loopback is refused unless it has both TLS and -authenticate, or
 // -insecure-listen says to take the risk.
@@ -57,6 +60,8 @@
 //	POST   /v1/namespaces/{ns}/sandboxes/{name}/start  start
 //	DELETE /v1/namespaces/{ns}/sandboxes/{name}        delete
 //	GET    /metrics                                    Prometheus metrics: kubewire's stack, the reconciler, Go runtime, process
+//	GET    /healthz, /livez                            200 "ok" while the process serves; no token needed
+//	GET    /readyz                                     200 "ok" once the driver's caches synced, else 503; no token needed
 //
 // A create's body is one JSON object of those fields, decoded as strictly
 // as the API server's strict field validation would: an unknown,
@@ -93,6 +98,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"regexp"
@@ -107,6 +113,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -263,29 +270,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	// ctx ends on SIGTERM or SIGINT, or when the reconciler stops on its
-	// own; either way the gateway shuts down. The reconciler has a context
-	// of its own, ended once the HTTP server has shut down: the gateway
-	// keeps reconciling while it answers what it accepted, and closes the
-	// driver last.
+	// own; either way the gateway shuts down.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRec()
-	reconciled := make(chan error, 1)
-	go func() {
-		err := rec.Run(recCtx)
-		if recCtx.Err() == nil {
-			log.Error(err, "reconciler stopped")
-			cancel()
-		}
-		reconciled <- err
-	}()
 	// Requests' contexts end only when the gateway cuts them off, not
 	// on SIGTERM, which Shutdown lets them finish.
 	base, cutOff := context.WithCancel(context.WithoutCancel(ctx))
 	defer cutOff()
 	srv := &http.Server{
-		Handler:           withTimeout(newHandler(d, reg, log, g), *requestTimeout),
+		Handler:           withTimeout(newHandler(d, reg, log, g, rec.Synced), *requestTimeout),
 		ReadHeaderTimeout: min(*readTimeout, 10*time.Second),
 		ReadTimeout:       *readTimeout,
 		WriteTimeout:      *writeTimeout,
@@ -323,6 +316,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		srv.TLSConfig = &tls.Config{GetCertificate: cw.GetCertificate, MinVersion: tls.VersionTLS12}
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
+	// The reconciler starts last, once nothing can fail before the server
+	// runs, so that every error path above returns with nothing running.
+	// It has a context of its own, ended once the HTTP server has shut
+	// down: the gateway keeps reconciling while it answers what it
+	// accepted, and closes the driver last.
+	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRec()
+	reconciled := make(chan error, 1)
+	go func() {
+		err := rec.Run(recCtx)
+		if recCtx.Err() == nil {
+			log.Error(err, "reconciler stopped")
+			cancel()
+		}
+		reconciled <- err
+	}()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	// The address as bound: with port 0, the one the system chose.
@@ -449,9 +458,10 @@ func newRegistry() (*prometheus.Registry, *metrics.Metrics, *drivermetrics.Metri
 }
 
 // newHandler serves the routes of d, and reg's metrics, to the callers g
-// lets in (everyone if g is nil); it logs each error answer's whole chain
-// on log.
-func newHandler(d *driver.Driver, reg prometheus.Gatherer, log logr.Logger, g *gate) http.Handler {
+// lets in (everyone if g is nil), and the health checks to everyone: ready
+// reports whether the driver's caches have synced (nil: always). It logs
+// each error answer's whole chain on log.
+func newHandler(d *driver.Driver, reg prometheus.Gatherer, log logr.Logger, g *gate, ready func() bool) http.Handler {
 	respond := func(w http.ResponseWriter, r *http.Request, code int, body any, err error) {
 		if err != nil {
 			fail(w, r, log, err)
@@ -491,7 +501,82 @@ func newHandler(d *driver.Driver, reg prometheus.Gatherer, log logr.Logger, g *g
 		err := d.Delete(r.Context(), r.PathValue("ns"), r.PathValue("name"))
 		respond(w, r, http.StatusNoContent, nil, err)
 	}))
-	return g.authenticate(mux)
+	top := http.NewServeMux()
+	// A kubelet's probes carry no token: the health checks answer anyone,
+	// and say no more than whether the gateway serves (healthz, livez) or
+	// is ready to (readyz).
+	alive := func(w http.ResponseWriter, _ *http.Request) { health(w, true) }
+	top.HandleFunc("GET /healthz", alive)
+	top.HandleFunc("GET /livez", alive)
+	top.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { health(w, ready == nil || ready()) })
+	top.Handle("/", checkPath(log, g.authenticate(mux)))
+	return top
+}
+
+// health answers a health check: 200 "ok", or 503 "not ready".
+func health(w http.ResponseWriter, ok bool) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "not ready\n")
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// checkPath answers 400 a request whose path names a namespace or a
+// sandbox that cannot exist, before any review is sent for it: a namespace
+// is a DNS label, and so is a sandbox's name. It reads the path as the
+// routes do, segment by segment, each unescaped.
+func checkPath(log logr.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/namespaces/")
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		segs := strings.Split(rest, "/")
+		fields := []struct{ field, value string }{{"namespace", segs[0]}}
+		if len(segs) >= 3 && segs[1] == "sandboxes" {
+			fields = append(fields, struct{ field, value string }{"sandbox name", segs[2]})
+		}
+		for _, f := range fields {
+			v, err := url.PathUnescape(f.value)
+			if err == nil {
+				if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
+					err = errors.New(errs[0])
+				}
+			}
+			if err != nil {
+				msg := fmt.Sprintf("%s %s in the path is not a DNS label: %v", f.field, quoteValue(f.value), err)
+				refuse(w, r, log, http.StatusBadRequest, kindInvalid, msg, errors.New(msg))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// maxQuoted is how much of a value an error or a log line quotes.
+const maxQuoted = 64
+
+// quoteValue quotes v, cut to its first maxQuoted bytes and its length
+// when it is longer: a path of a megabyte is not copied into every answer
+// and log line.
+func quoteValue(v string) string {
+	if len(v) <= maxQuoted {
+		return strconv.Quote(v)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(v[:maxQuoted]), len(v))
+}
+
+// logPath is the request's path for a log line, cut as quoteValue cuts.
+func logPath(r *http.Request) string {
+	if p := r.URL.Path; len(p) > 4*maxQuoted {
+		return fmt.Sprintf("%s... (%d bytes)", p[:4*maxQuoted], len(p))
+	}
+	return r.URL.Path
 }
 
 // maxBody is the largest request body the gateway reads: 1 MiB.
@@ -594,7 +679,7 @@ func statusOf(err error) int {
 	if errors.As(err, &body) && body.Timeout() {
 		return http.StatusRequestTimeout
 	}
-	switch driver.KindOf(err) {
+	switch kindOf(err) {
 	case driver.KindNotFound:
 		return http.StatusNotFound
 	case driver.KindAlreadyExists, driver.KindConflict:
@@ -611,6 +696,16 @@ func statusOf(err error) int {
 		}
 	}
 	return http.StatusInternalServerError
+}
+
+// kindOf is the driver error's kind as a caller is told it: a sandbox
+// another gateway manages is not found, as a missing one is, so that a
+// caller does not learn which names exist.
+func kindOf(err error) driver.Kind {
+	if errors.Is(err, driver.ErrNotOwned) {
+		return driver.KindNotFound
+	}
+	return driver.KindOf(err)
 }
 
 // authorizerDenial matches the message of the API server's authorizer
@@ -658,11 +753,11 @@ func reply(w http.ResponseWriter, code int, body any) {
 func fail(w http.ResponseWriter, r *http.Request, log logr.Logger, err error) {
 	id := newRequestID(w)
 	code := statusOf(err)
-	kv := []any{"id", id, "method", r.Method, "path", r.URL.Path, "status", code}
+	kv := []any{"id", id, "method", r.Method, "path", logPath(r), "status", code}
 	if name := userName(r); name != "" {
 		kv = append(kv, "user", name)
 	}
-	if werr := writeAnswer(w, code, map[string]string{"kind": driver.KindOf(err).String(), "error": publicMessage(err), "id": id}); werr != nil {
+	if werr := writeAnswer(w, code, map[string]string{"kind": kindOf(err).String(), "error": publicMessage(err), "id": id}); werr != nil {
 		kv = append(kv, "answered", false, "writeErr", werr)
 	}
 	if code >= http.StatusInternalServerError {
@@ -707,12 +802,21 @@ func publicMessage(err error) string {
 	if !errors.As(err, &de) {
 		return "internal error"
 	}
-	head := (&driver.Error{Op: de.Op, Namespace: de.Namespace, Name: de.Name, Kind: de.Kind}).Error()
+	kind := kindOf(err)
+	head := (&driver.Error{Op: de.Op, Namespace: de.Namespace, Name: de.Name, Kind: kind}).Error()
 	var body *bodyError
 	if errors.As(de.Err, &body) {
 		return head + ": " + body.public()
 	}
-	switch de.Kind {
+	switch {
+	case errors.Is(err, driver.ErrNotOwned), apierrors.IsNotFound(err):
+		// The same words for both; the API server's would name the resource.
+		return head
+	case errors.Is(err, driver.ErrNotServed):
+		// Not the namespaces it serves.
+		return fmt.Sprintf("%s: namespace %s is not served by this gateway", head, quoteValue(de.Namespace))
+	}
+	switch kind {
 	case driver.KindNotFound, driver.KindAlreadyExists, driver.KindConflict, driver.KindPrecondition, driver.KindInvalidArgument:
 	case driver.KindForbidden:
 		if !refusedByAdmission(err) {

@@ -129,7 +129,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	d, err := driver.New(cfg, "gw-e2e", []string{ns.Name})
 	require.NoError(t, err)
 	defer d.Close()
-	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), testr.New(t), nil))
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), testr.New(t), nil, nil))
 	defer srv.Close()
 	c := client{t: t, url: srv.URL}
 	base := "/v1/namespaces/" + ns.Name + "/sandboxes"
@@ -165,8 +165,29 @@ func TestGatewayEndToEnd(t *testing.T) {
 	code, body = c.do(http.MethodGet, base+"/alpha", "")
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Equal(t, "not found", body["kind"])
-	assert.Equal(t, fmt.Sprintf("driver: get sandbox %s/alpha: not found: sandboxes.agents.x-k8s.io \"alpha\" not found", ns.Name), body["error"])
+	assert.Equal(t, fmt.Sprintf("driver: get sandbox %s/alpha: not found", ns.Name), body["error"])
 	assert.NotEmpty(t, body["id"])
+
+	// A sandbox another gateway manages is not found either, in the same
+	// words, for every route: before, 412 told the caller it exists.
+	other, err := driver.New(cfg, "gw-other", []string{ns.Name})
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = other.Create(context.Background(), ns.Name, "theirs", sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}}})
+	require.NoError(t, err)
+	for _, r := range []struct{ method, path, op string }{
+		{http.MethodGet, "/theirs", "get"}, {http.MethodGet, "/nobody", "get"},
+		{http.MethodPost, "/theirs/stop", "stop"}, {http.MethodPost, "/nobody/stop", "stop"},
+		{http.MethodPost, "/theirs/start", "start"}, {http.MethodDelete, "/theirs", "delete"},
+	} {
+		code, body = c.do(r.method, base+r.path, "")
+		name := strings.Split(r.path, "/")[1]
+		assert.Equal(t, http.StatusNotFound, code, "%s %s: %v", r.method, r.path, body)
+		assert.Equal(t, "not found", body["kind"], "%s %s", r.method, r.path)
+		assert.Equal(t, fmt.Sprintf("driver: %s sandbox %s/%s: not found", r.op, ns.Name, name), body["error"], "%s %s", r.method, r.path)
+	}
+	_, err = other.Get(context.Background(), ns.Name, "theirs")
+	require.NoError(t, err, "the other gateway's sandbox is still there")
 
 	code, body = c.do(http.MethodPost, base, `{"name":"Not_A_Label"}`)
 	assert.Equal(t, http.StatusBadRequest, code)
@@ -184,7 +205,8 @@ func TestGatewayEndToEnd(t *testing.T) {
 
 	code, body = c.do(http.MethodGet, "/v1/namespaces/elsewhere/sandboxes", "")
 	assert.Equal(t, http.StatusBadRequest, code)
-	assert.Contains(t, body["error"], `unknown namespace "elsewhere"`)
+	assert.Equal(t, "driver: list sandbox elsewhere/: invalid argument: namespace \"elsewhere\" is not served by this gateway", body["error"])
+	assert.NotContains(t, body["error"], ns.Name, "the answer names a namespace the gateway serves")
 }
 
 // TestGatewayErrorsHideAddresses: when the API server cannot be reached
@@ -223,7 +245,7 @@ func TestGatewayErrorsHideAddresses(t *testing.T) {
 			d, err := driver.New(cfg, "gw", []string{"team-a"})
 			require.NoError(t, err)
 			defer d.Close()
-			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), log, nil))
+			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), log, nil, nil))
 			defer srv.Close()
 
 			resp, err := http.Post(srv.URL+"/v1/namespaces/team-a/sandboxes/alpha/stop", "", nil)
@@ -262,7 +284,7 @@ func TestGatewayMetrics(t *testing.T) {
 	d, err := driver.New(cfg, "gw-metrics", []string{"default"})
 	require.NoError(t, err)
 	defer d.Close()
-	srv := httptest.NewServer(newHandler(d, reg, testr.New(t), nil))
+	srv := httptest.NewServer(newHandler(d, reg, testr.New(t), nil, nil))
 	defer srv.Close()
 	c := client{t: t, url: srv.URL}
 

@@ -88,7 +88,7 @@ func soakGateway(wrap ...func(http.RoundTripper) http.RoundTripper) soak.Gateway
 		done := make(chan error, 1)
 		go func() { done <- rec.Run(ctx) }()
 		require.Eventually(t, rec.Synced, 30*time.Second, 10*time.Millisecond, "the reconciler's caches never synced")
-		return newHandler(d, prometheus.NewRegistry(), logr.Discard(), nil), func() {
+		return newHandler(d, prometheus.NewRegistry(), logr.Discard(), nil, nil), func() {
 			cancel()
 			assert.ErrorIs(t, <-done, context.Canceled)
 			d.Close()

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubewire/kubewire/driver"
+)
+
+// clientFrom returns an HTTP client whose connections come from the
+// loopback address ip, a client address of its own to the gate; each
+// keeps up to conns connections.
+func clientFrom(t testing.TB, ip string, conns int) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// call sends GET url with token from c and returns the status.
+func call(c *http.Client, url, token string) (int, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Body.Close()
+}
+
+// flood sends GET url with a fresh random token from c on workers
+// goroutines until ctx ends, and returns how many answers had each
+// status.
+func flood(ctx context.Context, c *http.Client, url string, workers int) map[int]int {
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				code, err := call(c, url, "garbage-"+rand.Text())
+				if err != nil {
+					code = -1
+				}
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return codes
+}
+
+// floodGate serves the gateway for ns behind a gate whose answers are kept
+// for ttl and whose reviews reviews counts, on 127.0.0.1.
+func floodGate(t testing.TB, cfg *rest.Config, ns string, ttl time.Duration, reviews *reviewCounter) string {
+	d, err := driver.New(cfg, "gw-flood", []string{ns})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	rc := rest.CopyConfig(cfg)
+	rc.Wrap(reviews.wrap)
+	g, err := newGate(rc, nil, ttl, logr.Discard())
+	require.NoError(t, err)
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), g, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestGateFlood: while one client address floods the gateway with random
+// bearer tokens on 64 connections, a caller let in before the flood keeps
+// being answered 200 after its cache entry expired (a second here), and a
+// caller that arrives during the flood with a valid token is let in. The
+// flood spends its own address's budget (429): the reviews it costs are
+// bounded by that budget. Before, every garbage token was reviewed (2938
+// reviews in this test), and the callers' reviews queued behind them in
+// the review clients' limit, which under a larger flood answered them 401
+// (TestThrottledReviewIs503).
+func TestGateFlood(t *testing.T) {
+	cfg, cs, ns := newNamespace(t, "gw-flood-")
+	admitted := applyCaller(t, cs, []string{ns.Name}, "admitted")
+	// Another token of the same account: one the gate has not seen.
+	newcomer := freshToken(t, cs, ns.Name, "admitted")
+	var reviews reviewCounter
+	url := floodGate(t, cfg, ns.Name, time.Second, &reviews) + "/v1/namespaces/" + ns.Name + "/sandboxes"
+	caller := clientFrom(t, "127.0.0.1", 1)
+	code, err := call(caller, url, admitted)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "before the flood")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	flooded := make(chan map[int]int, 1)
+	before := reviews.n.Load()
+	start := time.Now()
+	go func() { flooded <- flood(ctx, clientFrom(t, "127.0.0.2", 64), url, 64) }()
+	// Past the admitted caller's cache entry.
+	time.Sleep(1500 * time.Millisecond)
+	var got []int
+	for i := range 20 {
+		token := admitted
+		if i%2 == 1 {
+			token = newcomer
+		}
+		code, err := call(caller, url, token)
+		require.NoError(t, err)
+		got = append(got, code)
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	codes := <-flooded
+	elapsed := time.Since(start)
+	sent := reviews.n.Load() - before
+	t.Logf("callers: %v; flood: %v; reviews during the flood: %d", got, codes, sent)
+	for i, code := range got {
+		assert.Equal(t, http.StatusOK, code, "request %d of the callers", i)
+	}
+	assert.Positive(t, codes[http.StatusTooManyRequests], "the flood spends its own budget")
+	assert.Positive(t, codes[http.StatusUnauthorized], "the flood's tokens within its budget are reviewed and refused")
+	// The address's burst and rate over the flood, and the callers' two
+	// reviews a request at most.
+	limit := float64(defaultLimits.clientBurst) + defaultLimits.clientQPS*elapsed.Seconds() + 2*float64(len(got))
+	assert.LessOrEqual(t, float64(sent), limit, "reviews sent during the flood's %v", elapsed)
+}
+
+// TestThrottledReviewIs503: callers whose valid tokens arrive together,
+// more than the review clients' limit lets through in time, are answered
+// 200 or 503 with Retry-After, never 401: the limit gave no verdict on
+// their tokens. Before, client-go's "rate: Wait(n=1) would exceed context
+// deadline" was taken for a rejection.
+func TestThrottledReviewIs503(t *testing.T) {
+	cfg, cs, ns := newNamespace(t, "gw-throttle-")
+	applyCaller(t, cs, []string{ns.Name}, "many")
+	const callers = 24
+	tokens := make([]string, callers)
+	for i := range tokens {
+		tokens[i] = freshToken(t, cs, ns.Name, "many")
+	}
+	d, err := driver.New(cfg, "gw-throttle", []string{ns.Name})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	lim := defaultLimits
+	lim.reviewQPS, lim.reviewBurst = 1, 1
+	// One address, many tokens: its own budget out of the way.
+	lim.clientBurst, lim.unknownBurst = 1000, 1000
+	g, err := newGateWith(cfg, nil, time.Hour, lim, logr.Discard())
+	require.NoError(t, err)
+	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), g, nil))
+	t.Cleanup(srv.Close)
+	url := srv.URL + "/v1/namespaces/" + ns.Name + "/sandboxes"
+
+	var (
+		mu    sync.Mutex
+		codes = map[int]int{}
+		wg    sync.WaitGroup
+		noRA  atomic.Int32
+	)
+	for _, token := range tokens {
+		wg.Go(func() {
+			req, err := http.NewRequest(http.MethodGet, url, nil)
+			if !assert.NoError(t, err) {
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if !assert.NoError(t, err) {
+				return
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+				noRA.Add(1)
+			}
+			mu.Lock()
+			codes[resp.StatusCode]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	t.Logf("answers: %v", codes)
+	assert.Zero(t, codes[http.StatusUnauthorized], "valid tokens answered 401")
+	assert.Positive(t, codes[http.StatusServiceUnavailable], "the limit held some reviews past their deadline")
+	assert.Equal(t, callers, codes[http.StatusOK]+codes[http.StatusServiceUnavailable], "answers other than 200 and 503")
+	assert.Zero(t, noRA.Load(), "503 without Retry-After")
+}
+
+// freshToken returns a new token of the ServiceAccount ns/name.
+func freshToken(t testing.TB, cs kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status.Token
+}
+
+// TestPathCheckedBeforeReview: a path whose namespace or sandbox name is
+// not a DNS label is answered 400 naming the field and the value (cut to
+// its first 64 bytes), before any review: a namespace of 900 KB once cost
+// an uncached TokenReview and SubjectAccessReview of that size each time.
+func TestPathCheckedBeforeReview(t *testing.T) {
+	var reviews reviewCounter
+	rc := &rest.Config{Host: "http://" + unreachable(t)}
+	rc.Wrap(reviews.wrap)
+	g, err := newGate(rc, nil, cacheTTL, logr.Discard())
+	require.NoError(t, err)
+	srv := httptest.NewServer(newHandler(nil, prometheus.NewRegistry(), logr.Discard(), g, nil))
+	t.Cleanup(srv.Close)
+	huge := strings.Repeat("a", 900<<10)
+	for _, tt := range []struct {
+		path, want string
+	}{
+		{"/v1/namespaces/Team_A/sandboxes", `namespace "Team_A" in the path is not a DNS label`},
+		{"/v1/namespaces/" + huge + "/sandboxes", fmt.Sprintf(`namespace "%s"... (%d bytes) in the path is not a DNS label`, huge[:64], len(huge))},
+		{"/v1/namespaces/team-a/sandboxes/a.b", `sandbox name "a.b" in the path is not a DNS label`},
+		{"/v1/namespaces/team-a/sandboxes/a.b/stop", `sandbox name "a.b" in the path is not a DNS label`},
+		{"/v1/namespaces/a%2Fb/sandboxes", `namespace "a%2Fb" in the path is not a DNS label`},
+	} {
+		t.Run(tt.path[:min(len(tt.path), 48)], func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, srv.URL+tt.path, nil)
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer some-token")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusBadRequest, resp.StatusCode, string(b[:min(len(b), 200)]))
+			assert.Less(t, len(b), 1024, "the answer's size")
+			var body map[string]string
+			require.NoError(t, json.Unmarshal(b, &body))
+			assert.Equal(t, "invalid argument", body["kind"])
+			assert.True(t, strings.HasPrefix(body["error"], tt.want), "%q", body["error"])
+		})
+	}
+	assert.Zero(t, reviews.n.Load(), "reviews sent for impossible paths")
+}
+
+// TestHealthChecks: /healthz and /livez answer anyone 200 "ok", /readyz
+// 503 until the driver's caches have synced, then 200; none needs a token,
+// says more than that, or lets a request of another method through the
+// gate. Before, all three answered 401.
+func TestHealthChecks(t *testing.T) {
+	g, err := newGate(&rest.Config{Host: "http://" + unreachable(t)}, nil, cacheTTL, logr.Discard())
+	require.NoError(t, err)
+	var synced atomic.Bool
+	srv := httptest.NewServer(newHandler(nil, prometheus.NewRegistry(), logr.Discard(), g, synced.Load))
+	t.Cleanup(srv.Close)
+	check := func(method, path string) (int, string) {
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/healthz", "/livez"} {
+		code, body := check(http.MethodGet, path)
+		assert.Equal(t, http.StatusOK, code, path)
+		assert.Equal(t, "ok\n", body, path)
+	}
+	code, body := check(http.MethodGet, "/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "/readyz before the caches synced")
+	assert.Equal(t, "not ready\n", body)
+	synced.Store(true)
+	code, body = check(http.MethodGet, "/readyz")
+	assert.Equal(t, http.StatusOK, code, "/readyz once the caches synced")
+	assert.Equal(t, "ok\n", body)
+	code, _ = check(http.MethodPost, "/healthz")
+	assert.Equal(t, http.StatusUnauthorized, code, "POST /healthz goes through the gate")
+}
+
+// unreachable returns a loopback address nothing listens on.
+func unreachable(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// BenchmarkGateFlood: callers let in, each request a list of an empty
+// namespace with a token the gate knows (answers kept for a second, so
+// that reviews recur), while floods clients on as many loopback addresses
+// send random tokens, 32 connections each; against the same callers
+// without the flood in the same run. It reports the callers' success rate
+// (ok%), their p99 latency and, under the flood, p99 as a ratio of the
+// quiet run's (p99-ratio).
+func BenchmarkGateFlood(b *testing.B) {
+	cfg, cs, ns := newNamespace(b, "gw-bflood-")
+	token := applyCaller(b, cs, []string{ns.Name}, "admitted")
+	var reviews reviewCounter
+	url := floodGate(b, cfg, ns.Name, time.Second, &reviews) + "/v1/namespaces/" + ns.Name + "/sandboxes"
+	caller := clientFrom(b, "127.0.0.1", 4)
+	var quietP99 time.Duration
+	run := func(b *testing.B, floods int) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for i := range floods {
+			c := clientFrom(b, fmt.Sprintf("127.0.1.%d", i+1), 32)
+			wg.Go(func() { flood(ctx, c, url, 32) })
+		}
+		var lat []time.Duration
+		ok := 0
+		b.ResetTimer()
+		for b.Loop() {
+			start := time.Now()
+			code, err := call(caller, url, token)
+			lat = append(lat, time.Since(start))
+			if err == nil && code == http.StatusOK {
+				ok++
+			}
+		}
+		b.StopTimer()
+		cancel()
+		wg.Wait()
+		slices.Sort(lat)
+		p99 := lat[len(lat)*99/100]
+		b.ReportMetric(100*float64(ok)/float64(len(lat)), "ok%")
+		b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+		if floods == 0 {
+			quietP99 = p99
+		} else if quietP99 > 0 {
+			b.ReportMetric(float64(p99)/float64(quietP99), "p99-ratio")
+		}
+	}
+	b.Run("quiet", func(b *testing.B) { run(b, 0) })
+	for _, n := range []int{1, 4} {
+		b.Run(fmt.Sprintf("floods=%d", n), func(b *testing.B) { run(b, n) })
+	}
+}
