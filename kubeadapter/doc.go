@@ -31,6 +31,19 @@
 //     the logs and in every error.
 //   - timeout.New: a timeout per attempt that starts when the request is
 //     sent and covers the response body.
+//   - retry.NoReplay, with the retry layer's rule: net/http re-sends by
+//     itself a write that carries an Idempotency-Key or X-Idempotency-Key
+//     header, which the API server ignores, when a reused connection
+//     fails after the write was sent. The guard keeps it from sending a
+//     second copy of a write [Resendable] refuses when the header was set
+//     below the retry layer, by an attempt middleware
+//     (stack.WithAttemptMiddleware); the retry layer does the same for a
+//     header set above it.
+//
+// The config's own wrappers stay below the stack, in their order, over the
+// base transport itself (some assert *http.Transport): the guard cannot go
+// under them. A config whose wrappers set one of those headers puts
+// [NoReplay] under them.
 //
 // Long-running requests (watch, log follow, exec, attach, portforward,
 // proxy, upgrades; timeout.LongRunning) are exempt from retries and bounded

@@ -266,6 +266,25 @@ func Wrap(opts ...Option) k8stransport.WrapperFunc {
 	return (&wrapper{c.wrappers(nil)}).wrap
 }
 
+// NoReplay is retry.NoReplay with Kubernetes' resend rule ([Resendable]),
+// as a client-go wrapper: for a config whose own wrappers set an
+// Idempotency-Key or X-Idempotency-Key header. Apply keeps those wrappers
+// below the stack, over the base transport itself, which some wrappers
+// need (they assert *http.Transport), so the stack cannot hold net/http's
+// own re-sends to the rule there: net/http re-sends by itself a write
+// with such a header when a reused HTTP/1.1 connection fails after the
+// write was sent. Put NoReplay under them, before adding them:
+//
+//	cfg.Wrap(kubeadapter.NoReplay) // innermost: rest.Config.Wrap adds over it
+//	cfg.Wrap(setsIdempotencyKey)
+//	err := kubeadapter.Apply(cfg)
+//
+// Headers set by the caller, a call middleware or an attempt middleware
+// need nothing: the stack holds those.
+func NoReplay(rt http.RoundTripper) http.RoundTripper { return noReplay(rt) }
+
+var noReplay = retry.NoReplay(retry.WithResendable(Resendable))
+
 // wrapper holds what Apply and Wrap install. Its wrap method is the
 // WrapTransport they set: every method value of it has the same code, so
 // [ours] knows one without calling it, which would run the user's

@@ -123,6 +123,16 @@
 //
 //	transport.Chain(retry.New(), pooltrace.New(), timeout.New(10*time.Second))
 //
+// net/http re-sends by itself a write that carries an Idempotency-Key or
+// X-Idempotency-Key header when a reused connection fails after the write
+// was sent. New holds that to its resend rule ([WithResendable]) for the
+// headers a request carries when it reaches New. A middleware below New
+// that sets one of those headers needs [NoReplay], given New's options,
+// right above the base transport, below that middleware; package stack
+// puts it there:
+//
+//	transport.Chain(retry.New(opts...), setsKey, pooltrace.New(), timeout.New(10*time.Second), retry.NoReplay(opts...))
+//
 // # Errors
 //
 // When a request fails, the error is a [*Error] that keeps every attempt's

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +38,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if roundtrip.IsUpgrade(req) {
 		return rt.Next.RoundTrip(req)
 	}
-	req = rt.unreplayable(req)
+	req = unreplayable(req, rt.cfg.resendable)
 	if rt.cfg.exempt != nil && rt.cfg.exempt(req) {
 		return rt.Next.RoundTrip(req)
 	}
@@ -63,46 +62,6 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return rt.retry(req, conn, resp, err)
-}
-
-// unreplayable returns req, or a copy of it that net/http will not re-send
-// on its own when the resend rule refuses it. net/http's Transport re-sends
-// a request that failed on a reused connection after it was written when
-// the request is replayable (net/http's Request.isReplayable): a GET, HEAD,
-// OPTIONS or TRACE, or any request whose header map has the key
-// Idempotency-Key or X-Idempotency-Key and whose body can be rewound. The
-// first are reads; for the others the header would let net/http, below
-// this middleware, send a second copy of a write that the resend rule
-// refuses (kubeadapter's rule ignores the header, as the API server does).
-// The copy carries those headers under their lower-case keys: the same
-// headers to the server (header names are case-insensitive, and HTTP/2
-// sends them lower case anyway), but net/http looks up the canonical key
-// only.
-// Its GetBody stays, so that net/http still re-sends a copy of which it
-// wrote nothing. The rule reads the body of such a write here, up front;
-// the header is rare, and other requests cost two map look-ups.
-func (rt *roundTripper) unreplayable(req *http.Request) *http.Request {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return req
-	}
-	_, key := req.Header["Idempotency-Key"]
-	_, xkey := req.Header["X-Idempotency-Key"]
-	if !key && !xkey || rt.cfg.resendable(req) {
-		return req
-	}
-	r := *req
-	r.Header = req.Header.Clone()
-	for _, k := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
-		if v, ok := r.Header[k]; ok {
-			// Header.Write sends keys in sorted order, the canonical one
-			// first: keep the values in that order.
-			lower := strings.ToLower(k)
-			r.Header[lower] = append(v, r.Header[lower]...)
-			delete(r.Header, k)
-		}
-	}
-	return &r
 }
 
 // retryStatus reports whether resp is a status WithStatusRetry retries.

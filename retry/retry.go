@@ -229,9 +229,13 @@ func WithObserver(f func(Decision)) Option {
 // carries an Idempotency-Key or X-Idempotency-Key header, which net/http
 // would re-send by itself, is not re-sent by it when f refuses it (the
 // header then reaches the transport, and the server, under its lower-case
-// name). f is called after such a failure, and before
-// the first attempt of a write with one of those headers, on the
-// request's goroutine; it must not consume the request's body (it may
+// name). New holds it for the headers a request carries when it reaches
+// the retry layer; for those a middleware below sets (an attempt
+// middleware, a wrapper between the retry layer and the base transport),
+// [NoReplay] holds it, given the same options, right above the base
+// transport; stack.New puts it there. f is called after such a failure,
+// and before a write with one of those headers is sent, on the request's
+// goroutine; it must not consume the request's body (it may
 // read a copy from GetBody). Must not be nil.
 func WithResendable(f func(*http.Request) bool) Option {
 	return optionFunc(func(c *config) {

@@ -95,10 +95,12 @@ func newConfig(opts []Option) config {
 // as each layer's New does.
 func New(d time.Duration, opts ...Option) transport.Middleware {
 	c := newConfig(opts)
-	layers := make([]transport.Middleware, 0, len(c.call)+len(c.attempt)+3)
+	layers := make([]transport.Middleware, 0, len(c.call)+len(c.attempt)+4)
 	layers = append(layers, c.call...)
 	layers = append(layers, retry.New(c.retry...))
 	layers = append(layers, c.attempt...)
-	layers = append(layers, pooltrace.New(c.pooltrace...), timeout.New(d, c.timeout...))
+	// retry.NoReplay, with retry's options, holds net/http's own re-sends
+	// to retry's resend rule for the headers the attempt middleware set.
+	layers = append(layers, pooltrace.New(c.pooltrace...), timeout.New(d, c.timeout...), retry.NoReplay(c.retry...))
 	return transport.Chain(layers...)
 }

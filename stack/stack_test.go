@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,6 +44,7 @@ func TestOrder(t *testing.T) {
 		"github.com/kubewire/kubewire/retry",
 		"github.com/kubewire/kubewire/pooltrace",
 		"github.com/kubewire/kubewire/timeout",
+		"github.com/kubewire/kubewire/retry",
 	}, pkgs)
 	assert.Same(t, base, rt)
 }
@@ -218,4 +220,69 @@ func TestNewBadInput(t *testing.T) {
 	assert.EqualError(t, stack.Check(0), "timeout: the timeout of timeout.New must be positive, got 0s")
 	assert.EqualError(t, stack.Check(time.Second, stack.WithRetryOptions(retry.WithMaxAttempts(0))), "retry: WithMaxAttempts must be at least 1, got 0")
 	assert.EqualError(t, stack.Check(time.Second, stack.WithPooltraceOptions(pooltrace.WithVerbosity(-1))), "pooltrace: WithVerbosity must not be negative, got -1")
+}
+
+// TestNoReplayOfAttemptHeader: an attempt middleware that sets an
+// Idempotency-Key header on a POST, below retry, does not make net/http
+// re-send the POST by itself when the resend rule refuses it: the server
+// applies it and closes the reused connection unanswered, and the POST
+// reaches it once, header and all, and the caller gets retry's error. The
+// guard at the bottom of the stack holds the rule; before it, net/http
+// sent a second copy and the caller was told the POST succeeded. Under
+// retry's default rule, for which the header makes the POST idempotent,
+// net/http still re-sends it.
+func TestNoReplayOfAttemptHeader(t *testing.T) {
+	tests := []struct {
+		name string
+		opts []retry.Option
+		want int32 // POSTs the server receives
+	}{
+		{"a rule that refuses it", []retry.Option{retry.WithResendable(func(*http.Request) bool { return false })}, 1},
+		{"the default rule", nil, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var posts atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if r.Method != http.MethodPost {
+					return
+				}
+				assert.Equal(t, []string{"k1"}, r.Header["Idempotency-Key"], "the header reached the server")
+				if posts.Add(1) == 1 {
+					// Applied, then the connection is closed unanswered.
+					panic(http.ErrAbortHandler)
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
+			t.Cleanup(srv.Close)
+			base, err := transport.New()
+			require.NoError(t, err)
+			t.Cleanup(base.CloseIdleConnections)
+			setKey := func(next http.RoundTripper) http.RoundTripper {
+				return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+					r := req.Clone(req.Context())
+					r.Header.Set("Idempotency-Key", "k1")
+					return next.RoundTrip(r)
+				})
+			}
+			client := &http.Client{Transport: stack.New(10*time.Second,
+				stack.WithRetryOptions(append([]retry.Option{retry.WithBackoff(func(int) time.Duration { return 0 })}, tt.opts...)...),
+				stack.WithAttemptMiddleware(setKey))(base)}
+
+			resp, err := client.Get(srv.URL)
+			require.NoError(t, err, "warms the connection the POST reuses")
+			require.NoError(t, resp.Body.Close())
+			resp, err = client.Post(srv.URL, "application/json", strings.NewReader(`{}`))
+			assert.Equal(t, tt.want, posts.Load(), "POSTs the server received")
+			if tt.want == 2 {
+				require.NoError(t, err)
+				require.NoError(t, resp.Body.Close())
+				return
+			}
+			var re *retry.Error
+			require.ErrorAs(t, err, &re, "the caller is not told the POST succeeded")
+			assert.Equal(t, retry.ReasonNotIdempotent, re.Reason, "%v", err)
+		})
+	}
 }
