@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -346,6 +348,27 @@ func TestRunBadFlags(t *testing.T) {
 		errOut.Reset()
 		assert.Equal(t, 2, run(context.Background(), tt.give, &errOut), "%v", tt.give)
 		assert.Contains(t, errOut.String(), tt.want, "%v", tt.give)
+	}
+}
+
+// TestRunErrorStopsWhatItStarted: run returns 2 for a certificate it
+// cannot load with nothing of its own running: before, the reconciler's
+// goroutine, started first, was still running when run returned.
+func TestRunErrorStopsWhatItStarted(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	require.NoError(t, os.WriteFile(cert, []byte("not a certificate"), 0o600))
+	require.NoError(t, os.WriteFile(key, []byte("not a key"), 0o600))
+	var errOut strings.Builder
+	code := run(context.Background(), []string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-listen", "127.0.0.1:0",
+		"-tls-cert-file", cert, "-tls-key-file", key}, &errOut)
+	buf := make([]byte, 1<<20)
+	self, _, _ := strings.Cut(string(buf[:runtime.Stack(buf, false)]), " [")
+	started := "created by github.com/kubewire/kubewire/examples/gateway.run in " + self + "\n"
+	assert.Equal(t, 2, code, errOut.String())
+	assert.Contains(t, errOut.String(), "-tls-cert-file")
+	for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		assert.NotContains(t, g, started, "a goroutine run started outlived it")
 	}
 }
 
