@@ -233,17 +233,15 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// gatedServer serves the gateway for ns with a gate whose reviews reviews
-// counts, and returns its URL.
-func gatedServer(t testing.TB, cfg *rest.Config, ns string, reviews *reviewCounter) string {
+// gatedServer serves the gateway for ns with a gate that keeps answers
+// for ttl and whose reviews reviews counts, and returns its URL.
+func gatedServer(t testing.TB, cfg *rest.Config, ns string, ttl time.Duration, reviews *reviewCounter) string {
 	d, err := driver.New(cfg, "gw-warm", []string{ns})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	rc := rest.CopyConfig(cfg)
 	rc.Wrap(reviews.wrap)
-	// A cache that outlives the test, which a loaded machine may make
-	// slow: a second review is then the gate's doing, never the clock's.
-	g, err := newGate(rc, nil, time.Hour, logr.Discard())
+	g, err := newGate(rc, nil, ttl, logr.Discard())
 	require.NoError(t, err)
 	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), g, nil))
 	t.Cleanup(srv.Close)
@@ -257,7 +255,9 @@ func TestWarmCallerCostsNoReview(t *testing.T) {
 	cfg, cs, ns := newNamespace(t, "gw-warm-")
 	token := applyCaller(t, cs, []string{ns.Name}, "agent-team")
 	var reviews reviewCounter
-	c := client{t: t, url: gatedServer(t, cfg, ns.Name, &reviews), token: token}
+	// A cache that outlives the test, which a loaded machine may make
+	// slow: a second review is then the gate's doing, never the clock's.
+	c := client{t: t, url: gatedServer(t, cfg, ns.Name, time.Hour, &reviews), token: token}
 	path := "/v1/namespaces/" + ns.Name + "/sandboxes"
 	code, body := c.do(http.MethodGet, path, "")
 	require.Equal(t, http.StatusOK, code, body)
@@ -306,7 +306,7 @@ func BenchmarkGate(b *testing.B) {
 	})
 	b.Run("authorized", func(b *testing.B) {
 		var reviews reviewCounter
-		run(b, gatedServer(b, cfg, ns.Name, &reviews), token, &reviews)
+		run(b, gatedServer(b, cfg, ns.Name, time.Hour, &reviews), token, &reviews)
 	})
 }
 

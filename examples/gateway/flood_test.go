@@ -78,21 +78,6 @@ func flood(ctx context.Context, c *http.Client, url string, workers int) map[int
 	return codes
 }
 
-// floodGate serves the gateway for ns behind a gate whose answers are kept
-// for ttl and whose reviews reviews counts, on 127.0.0.1.
-func floodGate(t testing.TB, cfg *rest.Config, ns string, ttl time.Duration, reviews *reviewCounter) string {
-	d, err := driver.New(cfg, "gw-flood", []string{ns})
-	require.NoError(t, err)
-	t.Cleanup(d.Close)
-	rc := rest.CopyConfig(cfg)
-	rc.Wrap(reviews.wrap)
-	g, err := newGate(rc, nil, ttl, logr.Discard())
-	require.NoError(t, err)
-	srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), g, nil))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 // TestGateFlood: while one client address floods the gateway with random
 // bearer tokens on 64 connections, a caller let in before the flood keeps
 // being answered 200 after its cache entry expired (a second here), and a
@@ -108,7 +93,7 @@ func TestGateFlood(t *testing.T) {
 	// Another token of the same account: one the gate has not seen.
 	newcomer := freshToken(t, cs, ns.Name, "admitted")
 	var reviews reviewCounter
-	url := floodGate(t, cfg, ns.Name, time.Second, &reviews) + "/v1/namespaces/" + ns.Name + "/sandboxes"
+	url := gatedServer(t, cfg, ns.Name, time.Second, &reviews) + "/v1/namespaces/" + ns.Name + "/sandboxes"
 	caller := clientFrom(t, "127.0.0.1", 1)
 	code, err := call(caller, url, admitted)
 	require.NoError(t, err)
@@ -315,7 +300,7 @@ func BenchmarkGateFlood(b *testing.B) {
 	cfg, cs, ns := newNamespace(b, "gw-bflood-")
 	token := applyCaller(b, cs, []string{ns.Name}, "admitted")
 	var reviews reviewCounter
-	url := floodGate(b, cfg, ns.Name, time.Second, &reviews) + "/v1/namespaces/" + ns.Name + "/sandboxes"
+	url := gatedServer(b, cfg, ns.Name, time.Second, &reviews) + "/v1/namespaces/" + ns.Name + "/sandboxes"
 	caller := clientFrom(b, "127.0.0.1", 4)
 	var quietP99 time.Duration
 	run := func(b *testing.B, floods int) {

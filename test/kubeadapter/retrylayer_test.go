@@ -109,9 +109,7 @@ func TestOneRetryLayer(t *testing.T) {
 
 	// What client-go decides on, and what users still see.
 	err := applied.err
-	assert.False(t, utilnet.IsConnectionReset(err), "IsConnectionReset")
-	assert.False(t, utilnet.IsProbableEOF(err), "IsProbableEOF")
-	assert.False(t, utilnet.IsHTTP2ConnectionLost(err), "IsHTTP2ConnectionLost")
+	notLostConnection(t, err)
 	var ke *kubeadapter.Error
 	require.ErrorAs(t, err, &ke)
 	var re *retry.Error
@@ -151,9 +149,7 @@ func TestOneRetryLayer(t *testing.T) {
 			t.Logf("%d attempts: %v", got.attempts, got.err)
 			assert.Equal(t, retry.DefaultMaxAttempts, got.attempts, "attempts")
 			err := got.err
-			assert.False(t, utilnet.IsConnectionReset(err), "IsConnectionReset")
-			assert.False(t, utilnet.IsProbableEOF(err), "IsProbableEOF")
-			assert.False(t, utilnet.IsHTTP2ConnectionLost(err), "IsHTTP2ConnectionLost")
+			notLostConnection(t, err)
 			var ke *kubeadapter.Error
 			require.ErrorAs(t, err, &ke)
 			var re *retry.Error
@@ -169,6 +165,15 @@ func TestOneRetryLayer(t *testing.T) {
 	}))))
 	var ae *auditError
 	assert.ErrorAs(t, audited.err, &ae, "the middleware's types stay reachable")
+}
+
+// notLostConnection asserts that none of client-go's checks for a lost
+// connection, on which it retries a GET, takes err for one.
+func notLostConnection(t *testing.T, err error) {
+	t.Helper()
+	assert.False(t, utilnet.IsConnectionReset(err), "IsConnectionReset")
+	assert.False(t, utilnet.IsProbableEOF(err), "IsProbableEOF")
+	assert.False(t, utilnet.IsHTTP2ConnectionLost(err), "IsHTTP2ConnectionLost")
 }
 
 // mapErrors is a call middleware that hands on f(err) for each error.
@@ -229,9 +234,7 @@ func TestErrorHidesLostConnection(t *testing.T) {
 			require.True(t, utilnet.IsConnectionReset(cause) || utilnet.IsProbableEOF(cause) || utilnet.IsHTTP2ConnectionLost(cause), "client-go retries %v", cause)
 			re := &retry.Error{Method: "GET", Attempts: 2, Reason: retry.ReasonAttempts, Causes: []error{cause, cause}}
 			err := error(&kubeadapter.Error{Retry: re})
-			assert.False(t, utilnet.IsConnectionReset(err), "IsConnectionReset")
-			assert.False(t, utilnet.IsProbableEOF(err), "IsProbableEOF")
-			assert.False(t, utilnet.IsHTTP2ConnectionLost(err), "IsHTTP2ConnectionLost")
+			notLostConnection(t, err)
 			assert.ErrorIs(t, err, cause)
 			var got *retry.Error
 			require.ErrorAs(t, err, &got)
