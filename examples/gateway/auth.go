@@ -266,10 +266,10 @@ var (
 // budget keeps the gate's review budgets and the tokens it has accepted.
 type budget struct {
 	lim     limits
-	unknown *rate.Limiter
-	mu      sync.Mutex
-	clients *lru.Cache // address -> *rate.Limiter
-	tokens  *lru.Cache // sha256 of a token -> time.Time it is known until
+	mu      sync.Mutex    // guards the limiters
+	unknown *rate.Limiter // every unknown token's
+	clients *lru.Cache    // address -> *rate.Limiter
+	tokens  *lru.Cache    // sha256 of a token -> time.Time it is known until
 	now     func() time.Time
 }
 
@@ -283,35 +283,39 @@ func newBudget(lim limits) *budget {
 	}
 }
 
-// admitUnknown takes a review of an unknown token from client's budget,
-// then from that of all unknown tokens, or returns the error of the one
-// that refused. A refusal by the second gives back the first's token.
+// admitUnknown takes a review of an unknown token from client's budget
+// and from that of all unknown tokens, or returns the error of the one
+// that has none left, taking from neither.
 func (b *budget) admitUnknown(client string) error {
-	now := b.now()
-	r := b.client(client).ReserveN(now, 1)
-	if !r.OK() || r.DelayFrom(now) > 0 {
-		r.CancelAt(now)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, now := b.client(client), b.now()
+	switch {
+	case c.TokensAt(now) < 1:
 		return errClientBudget
-	}
-	if !b.unknown.AllowN(now, 1) {
-		r.CancelAt(now)
+	case b.unknown.TokensAt(now) < 1:
 		return errUnknownBudget
 	}
+	c.AllowN(now, 1)
+	b.unknown.AllowN(now, 1)
 	return nil
 }
 
 // admitReview takes a review the caches did not answer from client's
 // budget.
 func (b *budget) admitReview(client string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if !b.client(client).AllowN(b.now(), 1) {
 		return errClientBudget
 	}
 	return nil
 }
 
+// client returns the limiter of the client address addr. The limiters are
+// used under b.mu only, with the time read under it too: a limiter given
+// times out of order counts the refill between them twice.
 func (b *budget) client(addr string) *rate.Limiter {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	if v, ok := b.clients.Get(addr); ok {
 		return v.(*rate.Limiter)
 	}

@@ -82,9 +82,9 @@ func flood(ctx context.Context, c *http.Client, url string, workers int) map[int
 // bearer tokens on 64 connections, a caller let in before the flood keeps
 // being answered 200 after its cache entry expired (a second here), and a
 // caller that arrives during the flood with a valid token is let in. The
-// flood spends its own address's budget (429): the reviews it costs are
-// bounded by that budget. Before, every garbage token was reviewed (2938
-// reviews in this test), and the callers' reviews queued behind them in
+// flood spends its own address's budget (429): the tokens reviewed are
+// bounded by that budget. Before, every garbage token was reviewed (2898
+// in this test, 2938 reviews), and the callers' reviews queued behind them in
 // the review clients' limit, which under a larger flood answered them 401
 // (TestThrottledReviewIs503).
 func TestGateFlood(t *testing.T) {
@@ -120,17 +120,18 @@ func TestGateFlood(t *testing.T) {
 	cancel()
 	codes := <-flooded
 	elapsed := time.Since(start)
-	sent := reviews.n.Load() - before
-	t.Logf("callers: %v; flood: %v; reviews during the flood: %d", got, codes, sent)
+	t.Logf("callers: %v; flood: %v; reviews during the flood: %d", got, codes, reviews.n.Load()-before)
 	for i, code := range got {
 		assert.Equal(t, http.StatusOK, code, "request %d of the callers", i)
 	}
 	assert.Positive(t, codes[http.StatusTooManyRequests], "the flood spends its own budget")
-	assert.Positive(t, codes[http.StatusUnauthorized], "the flood's tokens within its budget are reviewed and refused")
-	// The address's burst and rate over the flood, and the callers' two
-	// reviews a request at most.
-	limit := float64(defaultLimits.clientBurst) + defaultLimits.clientQPS*elapsed.Seconds() + 2*float64(len(got))
-	assert.LessOrEqual(t, float64(sent), limit, "reviews sent during the flood's %v", elapsed)
+	// A flood token the budget let through is reviewed: 401 when the API
+	// server rejects it, 503 when it could not say. At most the address's
+	// burst and its rate over the flood.
+	reviewed := codes[http.StatusUnauthorized] + codes[http.StatusServiceUnavailable]
+	assert.Positive(t, reviewed, "the flood's tokens within its budget are reviewed")
+	limit := float64(defaultLimits.clientBurst) + defaultLimits.clientQPS*elapsed.Seconds()
+	assert.LessOrEqual(t, float64(reviewed), limit, "flood tokens reviewed in %v", elapsed)
 }
 
 // TestThrottledReviewIs503: callers whose valid tokens arrive together,
