@@ -485,14 +485,21 @@ func (e *abandonedError) Timeout() bool { return true }
 
 // retryRoom is the longest the kubewire stack's retry loop can take with
 // the default retry options and a per-attempt timeout: every attempt's
-// timeout and the longest backoff before each retry.
+// timeout, the longest backoff before each retry, and retrySlack.
 func retryRoom(timeout time.Duration) time.Duration {
-	d := time.Duration(retry.DefaultMaxAttempts) * timeout
+	d := time.Duration(retry.DefaultMaxAttempts)*timeout + retrySlack
 	for n := 1; n < retry.DefaultMaxAttempts; n++ {
 		d += min(retry.DefaultBackoffMax, retry.DefaultBackoffBase<<(n-1))
 	}
 	return d
 }
+
+// retrySlack is room for the time between the retry loop's attempts
+// beyond its backoffs: on a loaded machine the attempts start late, and
+// without it the last one ran into the probe's bound (reason deadline)
+// before its own timeout (attempts exhausted), which is what the probe
+// reports on.
+const retrySlack = time.Second
 
 func sweep(ctx context.Context, rep *report, probers []*prober, gaps []time.Duration, limit time.Duration, progress io.Writer) error {
 	for i, gap := range gaps {
