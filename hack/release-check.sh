@@ -29,7 +29,8 @@ cd "$root/hack/release"
 # is complete.
 export GOWORK=off
 # The tool's own tests first: go.work does not list this module, so make
-# test's go test and go vet do not reach it.
+# test's workspace run does not reach it (make test runs only its
+# TestChangelog, as make changelog).
 GOFLAGS=-mod=readonly go vet ./...
 GOFLAGS=-mod=readonly go test -count=1 ./...
 GOFLAGS=-mod=readonly go build -buildvcs=false -o "${TMPDIR:-/tmp}/kubewire-release.$$" .

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cuts release V of every published module, one version for all (see
 # RELEASING.md): on a clean checkout of a branch whose CHANGELOG.md has a
-# `## V` heading, one commit requiring the siblings at V, checked as users
+# `## V - YYYY-MM-DD` heading, one commit requiring the siblings at V, checked as users
 # will get it (release-check's checks on git's own zips of the commit), then
 # in one git transaction a tag per module on it and the branch moved to it,
 # or nothing at all. It pushes nothing: it prints the push command.

@@ -90,7 +90,9 @@ func TestCutVersion(t *testing.T) {
 	tests := []struct {
 		give, tag, changelog, wantErr string
 	}{
-		{give: "v1.2.3", changelog: "## v1.2.3-rc.1\n", wantErr: "no heading `## v1.2.3`"},
+		{give: "v1.2.3", changelog: "## v1.2.3-rc.1 - 2026-07-01\n", wantErr: "no heading `## v1.2.3 - YYYY-MM-DD`"},
+		{give: "v1.2.3", changelog: "## v1.2.3 - 2026-07-01\n"},
+		{give: "v1.2.3", changelog: "## v1.2.3 - soon\n", wantErr: "no heading `## v1.2.3 - YYYY-MM-DD`"},
 		{give: "v1.2.3-rc.1"},
 		{give: "v1.2.3+build", wantErr: "want v0 or v1"},
 		{give: "v2.0.0", wantErr: "want v0 or v1"},

@@ -128,11 +128,12 @@ func runCut(repo, v string, check func(c *candidate, proxy string) error) error 
 	if latest != "" && semver.Compare(v, latest) <= 0 {
 		return fmt.Errorf("%s is not above the release %s", v, latest)
 	}
-	// The heading is the version alone: `## v1.2.3-rc.1` is not v1.2.3's.
-	// In a CRLF file, (?m)$ matches after the \r.
+	// The heading is the version and its date (changelog.go):
+	// `## v1.2.3-rc.1` is not v1.2.3's. In a CRLF file, (?m)$ matches after
+	// the \r.
 	changelog, _ := git(repo, "show", head+":CHANGELOG.md")
-	if !regexp.MustCompile(`(?m)^## ` + regexp.QuoteMeta(v) + `[ \t\r]*$`).MatchString(changelog) {
-		return fmt.Errorf("CHANGELOG.md has no heading `## %s`: name the release's changes first", v)
+	if !regexp.MustCompile(`(?m)^## ` + regexp.QuoteMeta(v) + `( - \d{4}-\d\d-\d\d)?[ \t\r]*$`).MatchString(changelog) {
+		return fmt.Errorf("CHANGELOG.md has no heading `## %s - YYYY-MM-DD`: name the release's changes first", v)
 	}
 	work, err := os.MkdirTemp("", "kubewire-release-cut-")
 	if err != nil {
@@ -226,16 +227,9 @@ func (c *candidate) problemf(format string, args ...any) {
 	c.problems = append(c.problems, fmt.Sprintf(format, args...))
 }
 
-// newCandidate reads the tree and rewrites its go.mods as the release commit
-// of version v holds them: siblings required at v, an install module's
-// replaces dropped. What stops a release is in the problems.
-func newCandidate(tree, v string) (*candidate, error) {
-	data, err := os.ReadFile(filepath.Join(tree, modulesFile))
-	if err != nil {
-		return nil, err
-	}
-	c := &candidate{version: v, tree: tree, byPath: map[string]*pubModule{}}
-	var untagged []string
+// parseModules reads modulesFile: the published modules, in its order, and
+// the untagged directories, each with a trailing slash.
+func parseModules(data []byte) (mods []*pubModule, untagged []string, err error) {
 	for n, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
 		switch {
@@ -244,12 +238,29 @@ func newCandidate(tree, v string) (*candidate, error) {
 		case len(f) == 2 && f[0] == "untagged":
 			untagged = append(untagged, f[1]+"/")
 		case f[0] == "published" && (len(f) == 2 || len(f) == 3 && f[2] == "install"):
-			m := &pubModule{dir: f[1], path: modulePath(f[1]), install: len(f) == 3}
-			c.mods = append(c.mods, m)
-			c.byPath[m.path] = m
+			mods = append(mods, &pubModule{dir: f[1], path: modulePath(f[1]), install: len(f) == 3})
 		default:
-			return nil, fmt.Errorf("%s:%d: want `published DIR [install]` or `untagged DIR`", modulesFile, n+1)
+			return nil, nil, fmt.Errorf("%s:%d: want `published DIR [install]` or `untagged DIR`", modulesFile, n+1)
 		}
+	}
+	return mods, untagged, nil
+}
+
+// newCandidate reads the tree and rewrites its go.mods as the release commit
+// of version v holds them: siblings required at v, an install module's
+// replaces dropped. What stops a release is in the problems.
+func newCandidate(tree, v string) (*candidate, error) {
+	data, err := os.ReadFile(filepath.Join(tree, modulesFile))
+	if err != nil {
+		return nil, err
+	}
+	mods, untagged, err := parseModules(data)
+	if err != nil {
+		return nil, err
+	}
+	c := &candidate{version: v, tree: tree, mods: mods, byPath: map[string]*pubModule{}}
+	for _, m := range mods {
+		c.byPath[m.path] = m
 	}
 	all := map[string]string{} // module path by directory
 	err = filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
