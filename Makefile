@@ -59,7 +59,7 @@ STRESS_COUNT ?= 20
 # ran past it.
 STRESS_TIMEOUT ?= 2h
 
-.PHONY: test test-go1.27 ci workspace matrix tidy changelog vet gofmt envtest stress repro bench fmt soak clientgo sandboxes otel-floor release-check
+.PHONY: help test test-go1.27 ci workspace matrix tidy changelog vet gofmt envtest stress repro bench fmt soak clientgo sandboxes otel-floor release-check
 
 # Each phase prints how long it took, under which Go release; under `make
 # ci` it also goes into the ledger that make ci prints at the end
@@ -84,10 +84,10 @@ GOTEST = $(GO) test -race -vet=all -count=1 -p $(TEST_P)
 # tidy on its own, CHANGELOG.md's form, and every module's tests with
 # -race, against a real kube-apiserver and etcd (built the first time), on
 # the Go in PATH, at the newest release of each dependency.
-test: gofmt tidy changelog workspace
+test: gofmt tidy changelog workspace ## before every commit: gofmt, tidy, CHANGELOG.md's form, every module's tests with -race, a real kube-apiserver included
 
 # make test on Go 1.27's newest patch (GO_STABLE), as make ci runs it.
-test-go1.27:
+test-go1.27: ## make test on Go 1.27's newest patch (GO_STABLE)
 	GOTOOLCHAIN=$(GO_STABLE) $(MAKE) test
 
 # What CI runs: make test on the oldest supported Go release, every matrix
@@ -96,7 +96,7 @@ test-go1.27:
 # once per Go release at the workspace's versions, and once per other
 # supported release of a dependency; at the end, pass or fail, the ledger
 # says which leg ran which modules at which versions, and what each cost.
-ci:
+ci: ## what CI runs: make test on Go 1.26 and 1.27, every matrix leg, the release rehearsal, then a ledger
 	@ledger=$$(mktemp -t kubewire-ci.XXXXXX); export KUBEWIRE_LEDGER=$$ledger; \
 	trap 'status=$$?; echo "make ci: what ran, at which versions, and what it cost:"; cat "$$ledger"; rm -f "$$ledger"; \
 		if [ $$status -eq 0 ]; then echo "make ci: passed"; else echo "make ci: FAILED (exit $$status) after the phases above"; fi; exit $$status' EXIT; \
@@ -109,7 +109,7 @@ ci:
 
 # Every module's tests in the workspace, the envtest binaries built if
 # missing.
-workspace: envtest
+workspace: envtest ## every module's tests in the workspace (make test without gofmt and tidy)
 	$(TEST_ENV) $(PHASE) "workspace, $(words $(MODULES)) modules, $$($(GO) list -m -f '{{.Path}} {{.Version}}' $(WORKSPACE_DEPS) | paste -sd, -)" $(GOTEST) $(PKGS)
 
 # The matrix legs keep -race, as the workspace run does. Without it they
@@ -121,64 +121,64 @@ workspace: envtest
 # versions (x/net, protobuf, the standard library). And a race on a path
 # only one release takes (kubeadapter checks what each client-go offers,
 # the driver reads what each agent-sandbox writes) is found nowhere else.
-matrix: otel-floor clientgo sandboxes
+matrix: otel-floor clientgo sandboxes ## every matrix leg: clientgo, sandboxes and otel-floor
 
 # CHANGELOG.md in its form, a section per published module
 # (hack/release/changelog.go). The release tool is a module of its own,
 # outside go.work, so the workspace run does not reach its tests; make
 # release-check runs them all.
-changelog:
+changelog: ## CHANGELOG.md in its form: a section per published module
 	@$(PHASE) changelog bash -c 'cd hack/release && GOWORK=off GOFLAGS=-mod=readonly $(GO) test -count=1 -run "^TestChangelog" .'
 
 # Each go.mod on its own, as a user's `go get` sees it.
-tidy:
+tidy: ## check that each go.mod is tidy on its own (GOWORK=off)
 	@$(PHASE) tidy bash -c 'set -e; for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "$$m: go.mod not tidy (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done'
 
-clientgo: envtest
+clientgo: envtest ## kubeadapter's suite at each older client-go release (CLIENTGO_RELEASES)
 	@test "$$($(GO) list -m -f '{{.Version}}' k8s.io/client-go)" = $(CLIENTGO_NEWEST) || { echo "clientgo: the workspace selects client-go $$($(GO) list -m -f '{{.Version}}' k8s.io/client-go), not $(CLIENTGO_NEWEST): set CLIENTGO_NEWEST and the matrix to the releases kubeadapter supports"; exit 1; }
 	$(TEST_ENV) GOTEST="$(GOTEST)" hack/matrix.sh clientgo "k8s.io/client-go k8s.io/api k8s.io/apimachinery" "kubeadapter test/kubeadapter" $(CLIENTGO_RELEASES)
 
-sandboxes: envtest
+sandboxes: envtest ## the driver's suites at agent-sandbox's oldest supported release (SANDBOX_RELEASES)
 	@test "$$($(GO) list -m -f '{{.Version}}' sigs.k8s.io/agent-sandbox)" = $(SANDBOX_NEWEST) || { echo "sandboxes: the workspace selects agent-sandbox $$($(GO) list -m -f '{{.Version}}' sigs.k8s.io/agent-sandbox), not $(SANDBOX_NEWEST): set SANDBOX_NEWEST, agentSandboxNewest in hack/release/check.go and the matrix to the releases the driver supports"; exit 1; }
 	@grep -q 'agentSandboxNewest *= "$(SANDBOX_NEWEST)"' hack/release/check.go || { echo "sandboxes: agentSandboxNewest in hack/release/check.go is not SANDBOX_NEWEST, $(SANDBOX_NEWEST)"; exit 1; }
 	$(TEST_ENV) GOTEST="$(GOTEST)" hack/matrix.sh sandboxes sigs.k8s.io/agent-sandbox "$(SANDBOX_MODULES)" $(SANDBOX_RELEASES)
 
 # tracing's suite at the OpenTelemetry release its go.mod states (the
 # oldest it supports), without the workspace, whose other modules raise it.
-otel-floor:
+otel-floor: ## tracing's suite at the OpenTelemetry release its go.mod states
 	cd tracing && GOWORK=off ../$(PHASE) "otel-floor, tracing at $$(GOWORK=off $(GO) list -m -f '{{.Path}} {{.Version}}' go.opentelemetry.io/otel)" $(GOTEST) ./...
 
 # The release rehearsal: every published module at a candidate version in a
 # file:// module proxy, as hack/release.sh would tag it, and users' builds of
 # it from scratch modules (RELEASING.md).
-release-check:
+release-check: ## rehearse a release: the published modules in a local proxy, built as users build them
 	$(PHASE) release-check hack/release-check.sh
 
 # The flakiness gate: every timing-sensitive test STRESS_COUNT times with
 # -race while a busy loop per CPU competes for the machine. It must pass
 # with 0 failures.
-stress: envtest
+stress: envtest ## the timing-sensitive tests 20 times with -race under CPU load; must pass with 0 failures
 	$(TEST_ENV) hack/stress.sh -count=$(STRESS_COUNT) -timeout=$(STRESS_TIMEOUT) $(STRESS_PKGS)
 
 # The gofmt of the Go release in use, not the one in PATH.
-gofmt:
+gofmt: ## fail if a file needs gofmt (the gofmt of the Go release in use)
 	@f=$$($(GO) env GOROOT)/bin/gofmt; test -z "$$($$f -l .)" || { echo "gofmt needed:"; $$f -l .; exit 1; }
 
 # go vet alone, for a quick look; make test vets as it tests.
-vet: gofmt
+vet: gofmt ## go vet alone, for a quick look (make test vets as it tests)
 	$(GO) vet $(PKGS)
 
 # Builds only when the binaries are missing or their inputs changed.
-envtest:
+envtest: ## build the kube-apiserver and etcd binaries the tests use, if missing or changed
 	@$(PHASE) "envtest, built with $$(GOTOOLCHAIN=local $(GO) env GOVERSION)" hack/envtest.sh $(ENVTEST_DIR) $(ENVTEST_K8S_VERSION)
 
-repro:
+repro: ## the idle-connection failure and the fix side by side, no cluster needed
 	$(GO) run ./examples/repro
 
 # Baselines and candidates run interleaved (10 times unless -n says) and
 # benchstat compares them; ratios come from the same run. About 5 minutes on
 # 2 cores.
-bench: envtest
+bench: envtest ## every benchmark against a baseline from the same run (benchstat); several minutes
 	hack/benchratio.sh ./bench Bare Stack Kubewire RetryableHTTP OtelHTTP
 	hack/benchratio.sh ./bench Kubewire KubewireMetrics
 	hack/benchratio.sh ./bench Kubewire KubewireTracing KubewireOtelHTTP
@@ -191,7 +191,7 @@ bench: envtest
 	$(GO) test -run '^$$' -bench Pass -benchtime 5x -benchmem ./driver/reconciler
 	$(TEST_ENV) $(GO) test -run '^$$' -bench 'RunIdle|FenceChange|Namespaces' -benchtime 1x -timeout 60m ./test/driver/reconciler
 
-fmt:
+fmt: ## gofmt -w the repository
 	gofmt -w .
 
 # The soak: the gateway under mixed connection faults and a kube-apiserver
@@ -204,6 +204,11 @@ SOAK_SEED ?= $(shell date +%s)
 SOAK_OUT ?= $(abspath $(shell $(GO) env GOCACHE)/../kubewire-soak)/$(SOAK_SEED)
 SOAK_FLAGS ?=
 
-soak: envtest
+soak: envtest ## the gateway under connection faults for SOAK_DURATION (10m), checked against the audit log
 	$(TEST_ENV) $(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./examples/gateway \
 		-args -soak.duration=$(SOAK_DURATION) -soak.seed=$(SOAK_SEED) -soak.out=$(SOAK_OUT) $(SOAK_FLAGS)
+
+# Every target with a "## " comment on its rule's line, one line each.
+# `make` alone still runs `make test`, the first target.
+help: ## list these targets, one line each
+	@awk -F':.*## ' '/^[a-zA-Z0-9_.-]+:.*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
