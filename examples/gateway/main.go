@@ -41,10 +41,10 @@
 // 10s (auth.go, rbac/caller.yaml). Reviews of tokens the gate has not
 // accepted lately are budgeted per client address (429 beyond) and in
 // all (503 beyond), so that a flood of garbage tokens spends its own
-// budget, not that of the callers let in. -tls-cert-file and -tls-key-file serve
-// HTTPS and are reloaded when they change. A -listen address other than
-// loopback is refused unless it has both TLS and -authenticate, or
-// -insecure-listen says to take the risk.
+// budget, not that of the callers let in (budget.go). -tls-cert-file
+// and -tls-key-file serve HTTPS and are reloaded when they change. A
+// -listen address other than loopback is refused unless it has both TLS
+// and -authenticate, or -insecure-listen says to take the risk.
 //
 // The reconciler chooses its watches itself: two per namespace below 10
 // namespaces, and from 10 on two for the whole cluster when RBAC allows
