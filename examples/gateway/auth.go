@@ -268,18 +268,3 @@ func userName(r *http.Request) string {
 	}
 	return ""
 }
-
-// refuse answers code with {"kind", "error", "id"} and logs cause under
-// the id, with the caller's user name when it is known; the log line says
-// whether the answer was written, as fail's does.
-func refuse(w http.ResponseWriter, r *http.Request, log logr.Logger, code int, kind, msg string, cause error) {
-	id := newRequestID(w)
-	kv := []any{"id", id, "method", r.Method, "path", logPath(r), "status", code}
-	if name := userName(r); name != "" {
-		kv = append(kv, "user", name)
-	}
-	if werr := writeAnswer(w, code, map[string]string{"kind": kind, "error": msg, "id": id}); werr != nil {
-		kv = append(kv, "answered", false, "writeErr", werr)
-	}
-	log.Info("request refused", append(kv, "err", cause)...)
-}
