@@ -86,26 +86,16 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	stdlog "log"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
-	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/driver/reconciler"
@@ -122,69 +112,17 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stderr))
 }
 
+// run is the gateway, with args its flags: it wires the driver, the gate
+// and the reconciler, serves until ctx ends, and returns the exit code: 2
+// for flags or a setup it cannot use, 1 for what failed on the way.
 func run(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, then ~/.kube/config)")
-	listen := fs.String("listen", "127.0.0.1:8080", "address to serve the API on")
-	gateway := fs.String("gateway", "gateway", "this gateway's name, a label value")
-	namespaces := fs.String("namespace", "default", "comma-separated namespaces the gateway manages")
-	period := fs.Duration("period", 10*time.Minute, "resync period of the reconciler (jittered); events drive it")
-	replicas := fs.Int("replicas", 1, "how many replicas of this gateway run; above 1, they elect a leader")
-	leaseNS := fs.String("lease-namespace", "", "namespace of the leader election Lease (default: the first -namespace in sorted order)")
-	leaseName := fs.String("lease-name", "", "name of the leader election Lease (default: <gateway>-reconciler)")
-	once := fs.Bool("once", false, "run one reconcile pass and exit")
-	grace := fs.Duration("shutdown-grace", defaultShutdownGrace, "on SIGTERM or SIGINT, how long requests in flight have to be answered before they are cut off")
-	readTimeout := fs.Duration("read-timeout", defaultReadTimeout, "how long a client has to send a whole request, headers and body")
-	requestTimeout := fs.Duration("request-timeout", defaultRequestTimeout, "how long the gateway works on a request, its API server calls included, before it answers 503; less than -write-timeout")
-	writeTimeout := fs.Duration("write-timeout", defaultWriteTimeout, "how long the gateway has, from the end of a request's headers, to write the whole answer")
-	idleTimeout := fs.Duration("idle-timeout", defaultIdleTimeout, "how long a keep-alive connection may wait for its next request; above the idle timeout of a load balancer in front")
-	authenticate := fs.Bool("authenticate", true, "let in only callers whose bearer token the API server accepts (TokenReview) and whom RBAC allows the route's verb on sandboxes."+apiGroup+" in its namespace (SubjectAccessReview); off, whoever reaches the gateway acts with its rights")
-	tlsCert := fs.String("tls-cert-file", "", "serve HTTPS with this certificate (PEM), reloaded when the file changes; with -tls-key-file")
-	tlsKey := fs.String("tls-key-file", "", "the private key (PEM) of -tls-cert-file")
-	audiences := fs.String("token-audiences", "", "comma-separated audiences a caller's token must be issued for (kubectl create token --audience); default: the API server's, so that a caller's token also works against the API server")
-	insecureListen := fs.Bool("insecure-listen", false, "serve a -listen address other than loopback without TLS or without -authenticate: whoever on the network reaches it reads the traffic, or acts with the gateway's rights")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if (*tlsCert == "") != (*tlsKey == "") {
-		fmt.Fprintf(stderr, "gateway: -tls-cert-file %q and -tls-key-file %q go together\n", *tlsCert, *tlsKey)
-		return 2
-	}
-	if loopback, err := isLoopback(*listen); err != nil {
-		fmt.Fprintf(stderr, "gateway: -listen %q: %v\n", *listen, err)
-		return 2
-	} else if !loopback && (*tlsCert == "" || !*authenticate) && !*insecureListen {
-		fmt.Fprintf(stderr, "gateway: -listen %s is not a loopback address: serve it with -tls-cert-file, -tls-key-file and -authenticate, or say -insecure-listen to let whoever reaches it read the traffic or act with the gateway's rights\n", *listen)
-		return 2
-	}
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{{"shutdown-grace", *grace}, {"read-timeout", *readTimeout}, {"request-timeout", *requestTimeout}, {"write-timeout", *writeTimeout}, {"idle-timeout", *idleTimeout}} {
-		if f.d <= 0 {
-			fmt.Fprintf(stderr, "gateway: -%s must be positive, got %v\n", f.name, f.d)
-			return 2
-		}
-	}
-	if *readTimeout >= *writeTimeout {
-		// A body that stops coming is answered 408 when -read-timeout,
-		// counted from the request's first byte, runs out; -write-timeout,
-		// counted from the end of its headers, must not have run out by
-		// then, or the 408 cannot be written: its caller sees the
-		// connection closed.
-		fmt.Fprintf(stderr, "gateway: -read-timeout %v must be less than -write-timeout %v\n", *readTimeout, *writeTimeout)
-		return 2
-	}
-	if *requestTimeout >= *writeTimeout {
-		// Else a request that runs out of time has no time left to be
-		// answered: its caller sees the connection cut, not a 503.
-		fmt.Fprintf(stderr, "gateway: -request-timeout %v must be less than -write-timeout %v\n", *requestTimeout, *writeTimeout)
+	c, ok := parseFlags(args, stderr)
+	if !ok {
 		return 2
 	}
 
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
+	rules.ExplicitPath = c.kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
 	if err != nil {
 		// The host is not known yet; mask every URL's password.
@@ -200,35 +138,32 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		return 2
 	}
-	// Sorted, as the driver keeps them, so that replicas given the same
-	// namespaces in another order agree on the Lease's.
-	nss := slices.Compact(slices.Sorted(slices.Values(strings.Split(*namespaces, ","))))
-	d, err := driver.New(cfg, *gateway, nss, driver.WithLogger(log))
+	d, err := driver.New(cfg, c.gateway, c.namespaces, driver.WithLogger(log))
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		return 2
 	}
 	defer d.Close()
 	var g *gate
-	if *authenticate {
+	if c.authenticate {
 		// The reviews go through the same stack.
 		var auds []string
-		if *audiences != "" {
-			auds = strings.Split(*audiences, ",")
+		if c.audiences != "" {
+			auds = strings.Split(c.audiences, ",")
 		}
 		if g, err = newGate(cfg, auds, cacheTTL, log); err != nil {
 			fmt.Fprintf(stderr, "gateway: %v\n", err)
 			return 2
 		}
 	}
-	opts := []reconciler.Option{reconciler.WithPeriod(*period), reconciler.WithObserver(rm), reconciler.WithQueueMetrics(rm.Queue())}
-	if *replicas > 1 {
-		le := reconciler.LeaderElection{Namespace: *leaseNS, Name: *leaseName}
+	opts := []reconciler.Option{reconciler.WithPeriod(c.period), reconciler.WithObserver(rm), reconciler.WithQueueMetrics(rm.Queue())}
+	if c.replicas > 1 {
+		le := reconciler.LeaderElection{Namespace: c.leaseNS, Name: c.leaseName}
 		if le.Namespace == "" {
-			le.Namespace = nss[0]
+			le.Namespace = c.namespaces[0]
 		}
 		if le.Name == "" {
-			le.Name = *gateway + "-reconciler"
+			le.Name = c.gateway + "-reconciler"
 		}
 		if pod := os.Getenv("POD_NAME"); pod != "" {
 			le.Identity = pod
@@ -240,7 +175,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		return 2
 	}
-	if *once {
+	if c.once {
 		stats, err := rec.Pass(ctx)
 		log.Info("reconcile pass", "seen", stats.Seen, "actions", stats.Actions, "errors", stats.Errors)
 		if err != nil {
@@ -249,166 +184,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return 0
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		fmt.Fprintf(stderr, "gateway: %v\n", err)
-		return 1
-	}
-	// ctx ends on SIGTERM or SIGINT, or when the reconciler stops on its
-	// own; either way the gateway shuts down.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// Requests' contexts end only when the gateway cuts them off, not
-	// on SIGTERM, which Shutdown lets them finish.
-	base, cutOff := context.WithCancel(context.WithoutCancel(ctx))
-	defer cutOff()
-	srv := &http.Server{
-		Handler:           withTimeout(newHandler(d, reg, log, g, rec.Synced), *requestTimeout),
-		ReadHeaderTimeout: min(*readTimeout, 10*time.Second),
-		ReadTimeout:       *readTimeout,
-		WriteTimeout:      *writeTimeout,
-		IdleTimeout:       *idleTimeout,
-		// net/http's own lines (a failed TLS handshake) through the
-		// same redaction as the gateway's.
-		ErrorLog:    stdlog.New(stderr, "gateway: http: ", 0),
-		BaseContext: func(net.Listener) context.Context { return base },
-	}
-	certErr := make(chan error, 1)
-	if *tlsCert != "" {
-		// Reloaded when the files change (fsnotify, and a poll every
-		// 10s), so that a rotated certificate is served without a restart.
-		cw, err := certwatcher.New(*tlsCert, *tlsKey)
-		if err != nil {
-			_ = ln.Close()
-			fmt.Fprintf(stderr, "gateway: -tls-cert-file %q, -tls-key-file %q: %v\n", *tlsCert, *tlsKey, err)
-			return 2
-		}
-		crlog.SetLogger(log)
-		watched := make(chan struct{})
-		defer func() {
-			cancel()
-			<-watched
-		}()
-		go func() {
-			defer close(watched)
-			if err := cw.Start(ctx); err != nil && ctx.Err() == nil {
-				// A certificate no longer watched would be served until
-				// it expires: stop, as controller-runtime's manager does.
-				certErr <- err
-				cancel()
-			}
-		}()
-		srv.TLSConfig = &tls.Config{GetCertificate: cw.GetCertificate, MinVersion: tls.VersionTLS12}
-		ln = tls.NewListener(ln, srv.TLSConfig)
-	}
-	// The reconciler starts last, once nothing can fail before the server
-	// runs, so that every error path above returns with nothing running.
-	// It has a context of its own, ended once the HTTP server has shut
-	// down: the gateway keeps reconciling while it answers what it
-	// accepted, and closes the driver last.
-	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRec()
-	reconciled := make(chan error, 1)
-	go func() {
-		err := rec.Run(recCtx)
-		if recCtx.Err() == nil {
-			log.Error(err, "reconciler stopped")
-			cancel()
-		}
-		reconciled <- err
-	}()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	// The address as bound: with port 0, the one the system chose.
-	log.Info("serving", "addr", ln.Addr().String(), "namespaces", nss, "tls", *tlsCert != "", "authenticate", *authenticate)
-	code := 0
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-served:
-	}
-	// Stop accepting, answer what was accepted, then stop the reconciler
-	// and (deferred) the driver: main exits as soon as run returns.
-	log.Info("shutting down", "grace", grace.String())
-	shutdown, cancelShutdown := context.WithTimeout(context.Background(), *grace)
-	err = srv.Shutdown(shutdown)
-	cancelShutdown()
-	if err != nil {
-		// Their callers get no answer: not a success the gateway could
-		// not confirm.
-		_ = srv.Close()
-		cutOff()
-		fmt.Fprintf(stderr, "gateway: shutdown: -shutdown-grace %v ran out; cut off the requests still in flight, unanswered\n", *grace)
-		code = 1
-	}
-	if serveErr == nil {
-		serveErr = <-served
-	}
-	select {
-	case err := <-certErr:
-		fmt.Fprintf(stderr, "gateway: watching -tls-cert-file %q: %v\n", *tlsCert, err)
-		code = 1
-	default:
-	}
-	if !errors.Is(serveErr, http.ErrServerClosed) {
-		fmt.Fprintf(stderr, "gateway: %v\n", serveErr)
-		code = 1
-	}
-	stopRec()
-	if err := <-reconciled; !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "gateway: reconciler: %v\n", err)
-		code = 1
-	}
-	return code
-}
-
-// The defaults of the gateway's timeouts.
-const (
-	// defaultShutdownGrace is below Kubernetes' default
-	// terminationGracePeriodSeconds (30s), leaving time to stop the
-	// reconciler, which releases its Lease, before the kubelet kills the
-	// pod.
-	defaultShutdownGrace = 20 * time.Second
-	// defaultReadTimeout lets a slow client send the largest body, 1 MiB,
-	// at about 280 kbit/s.
-	defaultReadTimeout = 30 * time.Second
-	// defaultRequestTimeout leaves room for an API call that runs into
-	// kubeadapter's per-attempt timeout (30s) and then its retry, or for
-	// an operation of several calls.
-	defaultRequestTimeout = 50 * time.Second
-	// defaultWriteTimeout leaves 10s after -request-timeout to write the
-	// answer.
-	defaultWriteTimeout = 60 * time.Second
-	// defaultIdleTimeout is above the default idle timeouts of common load
-	// balancers and proxies (60s for AWS's ALB and nginx), so that they,
-	// not the gateway, close an idle connection: closed by the gateway, it
-	// may be reused by the balancer at that very moment.
-	defaultIdleTimeout = 120 * time.Second
-)
-
-// isLoopback reports whether the host of addr, a -listen address, is a
-// loopback one: localhost or an IP of 127.0.0.0/8 or ::1. An empty host
-// is every address.
-func isLoopback(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false, err
-	}
-	if host == "localhost" {
-		return true, nil
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback(), nil
-}
-
-// withTimeout gives each request's context a deadline d away, which ends
-// the driver's calls for it: an operation that runs out of time is
-// answered 503 (kind unavailable) before -write-timeout cuts the
-// connection.
-func withTimeout(h http.Handler, d time.Duration) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), d)
-		defer cancel()
-		h.ServeHTTP(w, r.WithContext(ctx))
-	})
+	// The driver is closed (deferred) once serve has shut the server and
+	// the reconciler down.
+	return serve(ctx, c, newHandler(d, reg, log, g, rec.Synced), rec, log, stderr)
 }
