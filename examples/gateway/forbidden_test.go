@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/kubeadapter"
 )
 
 // TestGatewayForbidden: a create the API server's admission refuses (an
@@ -140,6 +141,72 @@ func TestRefusedByAdmission(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := &driver.Error{Op: "create", Namespace: "team-a", Name: "q", Kind: driver.KindForbidden, Err: tt.give}
 			assert.Equal(t, tt.want, refusedByAdmission(err))
+		})
+	}
+}
+
+// TestGatewayErrorsHideAddresses: when the API server cannot be reached
+// or answers with an error, the caller gets the kind, a message without
+// the API server's URL or any address, and an id; the gateway's log line
+// with that id has the whole chain, down to the connection.
+func TestGatewayErrorsHideAddresses(t *testing.T) {
+	// An API server behind a proxy that cannot reach it answers 500 with
+	// the proxy's error, internal address and all.
+	erroring := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "proxy: dial tcp 10.96.0.12:6443: i/o timeout", http.StatusInternalServerError)
+	}))
+	defer erroring.Close()
+	tests := []struct {
+		name      string
+		give      string
+		wantCode  int
+		wantKind  string
+		wantChain []string
+	}{
+		{
+			name: "unreachable", give: "http://127.0.0.1:1", wantCode: http.StatusServiceUnavailable, wantKind: "unavailable",
+			wantChain: []string{"driver: stop sandbox team-a/alpha: unavailable", "retry: GET failed after 3 attempts", "before a connection was established", "http://127.0.0.1:1/apis/agents.x-k8s.io/v1beta1", "dial tcp 127.0.0.1:1", "connection refused"},
+		},
+		{
+			name: "erroring", give: erroring.URL, wantCode: http.StatusInternalServerError, wantKind: "internal",
+			wantChain: []string{"driver: stop sandbox team-a/alpha: internal", "probing agents.x-k8s.io/v1beta1", "proxy: dial tcp 10.96.0.12:6443: i/o timeout"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs syncBuffer
+			log := logr.FromSlogHandler(slog.NewTextHandler(&logs, nil))
+			cfg := &rest.Config{Host: tt.give}
+			require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(time.Second)))
+			d, err := driver.New(cfg, "gw", []string{"team-a"})
+			require.NoError(t, err)
+			defer d.Close()
+			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), log, nil, nil))
+			defer srv.Close()
+
+			resp, err := http.Post(srv.URL+"/v1/namespaces/team-a/sandboxes/alpha/stop", "", nil)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			body := string(b)
+			assert.Equal(t, tt.wantCode, resp.StatusCode, body)
+			for _, leak := range []string{"127.0.0.1", "10.96.0.12", "http://", "https://", ":1/", ":6443", strings.TrimPrefix(tt.give, "http://")} {
+				assert.NotContains(t, body, leak)
+			}
+			assert.NotRegexp(t, `\d+\.\d+\.\d+\.\d+|:\d`, body, "an address")
+
+			var got struct{ Kind, Error, ID string }
+			require.NoError(t, json.Unmarshal(b, &got), body)
+			assert.Equal(t, tt.wantKind, got.Kind)
+			assert.Equal(t, tt.wantChain[0], got.Error)
+			require.NotEmpty(t, got.ID, body)
+			assert.Equal(t, got.ID, resp.Header.Get("X-Request-Id"))
+
+			line := logLine(t, &logs, got.ID)
+			for _, want := range tt.wantChain {
+				assert.Contains(t, line, want)
+			}
 		})
 	}
 }
