@@ -48,28 +48,14 @@ func TestGatewayForbidden(t *testing.T) {
 	// its status (until it has one, the quota refuses everything it
 	// limits as "status unknown"); configmaps tell when admission sees it.
 	quotaNS := newNS()
-	zero := resource.MustParse("0")
-	limits := corev1.ResourceList{"count/sandboxes.agents.x-k8s.io": zero, "count/configmaps": zero}
-	q, err := cs.CoreV1().ResourceQuotas(quotaNS).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-sandboxes"}, Spec: corev1.ResourceQuotaSpec{Hard: limits}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	q.Status = corev1.ResourceQuotaStatus{Hard: limits, Used: corev1.ResourceList{"count/sandboxes.agents.x-k8s.io": zero, "count/configmaps": zero}}
-	_, err = cs.CoreV1().ResourceQuotas(quotaNS).UpdateStatus(ctx, q, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	refused := func(ns, want string) {
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}}, metav1.CreateOptions{})
-			if assert.Error(c, err) {
-				assert.Contains(c, err.Error(), want)
-			}
-		}, 30*time.Second, 20*time.Millisecond)
-	}
-	refused(quotaNS, "exceeded quota: no-sandboxes")
+	noSandboxes(t, cs, quotaNS)
+	waitRefused(t, cs, quotaNS, "exceeded quota: no-sandboxes")
 
 	// A namespace being deleted: no namespace controller runs to empty it,
 	// so it stays Terminating.
 	terminatingNS := newNS()
 	require.NoError(t, cs.CoreV1().Namespaces().Delete(ctx, terminatingNS, metav1.DeleteOptions{}))
-	refused(terminatingNS, "because it is being terminated")
+	waitRefused(t, cs, terminatingNS, "because it is being terminated")
 
 	// A user RBAC grants nothing in the namespace.
 	const user = "gw-denied-user"
@@ -117,6 +103,32 @@ func TestGatewayForbidden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// noSandboxes gives ns a ResourceQuota "no-sandboxes" of no sandboxes and
+// no configmaps, with its status set.
+func noSandboxes(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	zero := resource.MustParse("0")
+	limits := corev1.ResourceList{"count/sandboxes.agents.x-k8s.io": zero, "count/configmaps": zero}
+	q, err := cs.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-sandboxes"}, Spec: corev1.ResourceQuotaSpec{Hard: limits}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	q.Status = corev1.ResourceQuotaStatus{Hard: limits, Used: corev1.ResourceList{"count/sandboxes.agents.x-k8s.io": zero, "count/configmaps": zero}}
+	_, err = cs.CoreV1().ResourceQuotas(ns).UpdateStatus(ctx, q, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// waitRefused waits until admission refuses a configmap in ns with an
+// error that contains want.
+func waitRefused(t *testing.T, cs kubernetes.Interface, ns, want string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}}, metav1.CreateOptions{})
+		if assert.Error(c, err) {
+			assert.Contains(c, err.Error(), want)
+		}
+	}, 30*time.Second, 20*time.Millisecond)
 }
 
 // TestRefusedByAdmission: the API server's 403s, told apart by their

@@ -23,6 +23,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 
@@ -90,24 +91,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 
 	// A sandbox another gateway manages is not found either, in the same
 	// words, for every route: before, 412 told the caller it exists.
-	other, err := driver.New(cfg, "gw-other", []string{ns.Name})
-	require.NoError(t, err)
-	defer other.Close()
-	_, err = other.Create(context.Background(), ns.Name, "theirs", sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}}})
-	require.NoError(t, err)
-	for _, r := range []struct{ method, path, op string }{
-		{http.MethodGet, "/theirs", "get"}, {http.MethodGet, "/nobody", "get"},
-		{http.MethodPost, "/theirs/stop", "stop"}, {http.MethodPost, "/nobody/stop", "stop"},
-		{http.MethodPost, "/theirs/start", "start"}, {http.MethodDelete, "/theirs", "delete"},
-	} {
-		code, body = c.do(r.method, base+r.path, "")
-		name := strings.Split(r.path, "/")[1]
-		assert.Equal(t, http.StatusNotFound, code, "%s %s: %v", r.method, r.path, body)
-		assert.Equal(t, "not found", body["kind"], "%s %s", r.method, r.path)
-		assert.Equal(t, fmt.Sprintf("driver: %s sandbox %s/%s: not found", r.op, ns.Name, name), body["error"], "%s %s", r.method, r.path)
-	}
-	_, err = other.Get(context.Background(), ns.Name, "theirs")
-	require.NoError(t, err, "the other gateway's sandbox is still there")
+	checkNotOwned(t, c, cfg, ns.Name, base)
 
 	code, body = c.do(http.MethodPost, base, `{"name":"Not_A_Label"}`)
 	assert.Equal(t, http.StatusBadRequest, code)
@@ -127,6 +111,31 @@ func TestGatewayEndToEnd(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Equal(t, "driver: list sandbox elsewhere/: invalid argument: namespace \"elsewhere\" is not served by this gateway", body["error"])
 	assert.NotContains(t, body["error"], ns.Name, "the answer names a namespace the gateway serves")
+}
+
+// checkNotOwned has another gateway create a sandbox in ns, and checks
+// that c's gateway, serving ns at base, answers every route for it as it
+// answers for a sandbox that does not exist.
+func checkNotOwned(t *testing.T, c client, cfg *rest.Config, ns, base string) {
+	t.Helper()
+	other, err := driver.New(cfg, "gw-other", []string{ns})
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = other.Create(context.Background(), ns, "theirs", sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}}})
+	require.NoError(t, err)
+	for _, r := range []struct{ method, path, op string }{
+		{http.MethodGet, "/theirs", "get"}, {http.MethodGet, "/nobody", "get"},
+		{http.MethodPost, "/theirs/stop", "stop"}, {http.MethodPost, "/nobody/stop", "stop"},
+		{http.MethodPost, "/theirs/start", "start"}, {http.MethodDelete, "/theirs", "delete"},
+	} {
+		code, body := c.do(r.method, base+r.path, "")
+		name := strings.Split(r.path, "/")[1]
+		assert.Equal(t, http.StatusNotFound, code, "%s %s: %v", r.method, r.path, body)
+		assert.Equal(t, "not found", body["kind"], "%s %s", r.method, r.path)
+		assert.Equal(t, fmt.Sprintf("driver: %s sandbox %s/%s: not found", r.op, ns, name), body["error"], "%s %s", r.method, r.path)
+	}
+	_, err = other.Get(context.Background(), ns, "theirs")
+	require.NoError(t, err, "the other gateway's sandbox is still there")
 }
 
 // TestGatewayMetrics: /metrics shows the retry kubewire made when the
