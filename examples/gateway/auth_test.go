@@ -2,19 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,95 +15,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/test/kubetest"
 )
-
-// newNamespace returns the package's API server's admin config and
-// clientset, and a new namespace named from prefix.
-func newNamespace(t testing.TB, prefix string) (*rest.Config, kubernetes.Interface, *corev1.Namespace) {
-	t.Helper()
-	cfg := env.Config(t)
-	cs, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return cfg, cs, ns
-}
-
-// serviceAccountToken creates the ServiceAccount ns/name and returns a
-// token of it from the TokenRequest API: a caller the API server
-// authenticates as system:serviceaccount:ns:name.
-func serviceAccountToken(t testing.TB, cs kubernetes.Interface, ns, name string) string {
-	t.Helper()
-	ctx := context.Background()
-	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return tr.Status.Token
-}
-
-// applyCaller makes a ServiceAccount name in namespaces[0], gives it the
-// rules of rbac/caller.yaml (its Role in every one of namespaces, and its
-// ClusterRole) and returns its token once RBAC allows it.
-func applyCaller(t testing.TB, cs kubernetes.Interface, namespaces []string, name string) string {
-	t.Helper()
-	ctx := context.Background()
-	token := serviceAccountToken(t, cs, namespaces[0], name)
-	m, err := readRBAC(filepath.Join("rbac", "caller.yaml"))
-	require.NoError(t, err)
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: namespaces[0]}}
-	rbac := cs.RbacV1()
-	for _, ns := range namespaces {
-		for _, r := range m.Roles {
-			r = r.DeepCopy()
-			r.Namespace = ns
-			_, err := rbac.Roles(ns).Create(ctx, r, metav1.CreateOptions{})
-			require.NoError(t, err)
-		}
-		for _, b := range m.RoleBindings {
-			b = b.DeepCopy()
-			b.Namespace, b.Subjects = ns, subject
-			_, err := rbac.RoleBindings(ns).Create(ctx, b, metav1.CreateOptions{})
-			require.NoError(t, err)
-		}
-	}
-	for _, r := range m.ClusterRoles {
-		r = r.DeepCopy()
-		r.Name += "-" + namespaces[0] + "-" + name
-		_, err := rbac.ClusterRoles().Create(ctx, r, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
-	for _, b := range m.ClusterRoleBindings {
-		b = b.DeepCopy()
-		b.Name += "-" + namespaces[0] + "-" + name
-		b.RoleRef.Name += "-" + namespaces[0] + "-" + name
-		b.Subjects = subject
-		_, err := rbac.ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
-	user := "system:serviceaccount:" + namespaces[0] + ":" + name
-	specs := []authorizationv1.SubjectAccessReviewSpec{{User: user, NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}}
-	for _, ns := range namespaces {
-		specs = append(specs, authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Group: apiGroup, Resource: "sandboxes"}})
-	}
-	for _, spec := range specs {
-		require.Eventually(t, func() bool {
-			review, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-			return err == nil && review.Status.Allowed
-		}, 10*time.Second, 10*time.Millisecond, "RBAC never allowed %+v", spec)
-	}
-	return token
-}
 
 // TestAuthentication: with -authenticate (the default), the gateway lets
 // in only callers whose bearer token the API server accepts, and lets
@@ -308,108 +216,6 @@ func BenchmarkGate(b *testing.B) {
 		var reviews reviewCounter
 		run(b, gatedServer(b, cfg, ns.Name, time.Hour, &reviews), token, &reviews)
 	})
-}
-
-// selfSigned writes a self-signed serving certificate for 127.0.0.1 with
-// serial to cert and key (through a rename, as a secret volume's update
-// is atomic) and returns it.
-func selfSigned(t *testing.T, certPath, keyPath string, serial int64) *x509.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "gateway"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	kder, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	for _, f := range []struct {
-		path string
-		pem  *pem.Block
-	}{{keyPath, &pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}}, {certPath, &pem.Block{Type: "CERTIFICATE", Bytes: der}}} {
-		tmp := f.path + ".tmp"
-		require.NoError(t, os.WriteFile(tmp, pem.EncodeToMemory(f.pem), 0o600))
-		require.NoError(t, os.Rename(tmp, f.path))
-	}
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	return cert
-}
-
-// servedSerial returns the serial of the certificate the server at addr
-// presents on a new connection.
-func servedSerial(addr string) (int64, error) {
-	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the certificate only
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), nil
-}
-
-// TestTLSRotation: with -tls-cert-file and -tls-key-file the gateway
-// serves HTTPS to authenticated callers, and a certificate rotated on disk
-// is served to new connections without a restart.
-func TestTLSRotation(t *testing.T) {
-	cfg, cs, ns := newNamespace(t, "gw-tls-")
-	dir := t.TempDir()
-	certPath, keyPath := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	first := selfSigned(t, certPath, keyPath, 1)
-	token := applyCaller(t, cs, []string{ns.Name}, "agent-team")
-	g := startRun(t, "-kubeconfig", kubetest.WriteKubeconfig(t, cfg), "-namespace", ns.Name, "-gateway", "gw-tls",
-		"-tls-cert-file", certPath, "-tls-key-file", keyPath, "-authenticate=true")
-	pool := x509.NewCertPool()
-	pool.AddCert(first)
-	c := client{t: t, url: "https://" + g.addr, token: token, hc: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
-	code, body := c.do(http.MethodGet, "/v1/namespaces/"+ns.Name+"/sandboxes", "")
-	require.Equal(t, http.StatusOK, code, body, "HTTPS with the first certificate")
-	c.hc.CloseIdleConnections()
-
-	selfSigned(t, certPath, keyPath, 2)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		serial, err := servedSerial(g.addr)
-		require.NoError(c, err)
-		assert.EqualValues(c, 2, serial)
-	}, 30*time.Second, 50*time.Millisecond, "the rotated certificate is never served")
-	resp, err := http.Get("http://" + g.addr + "/metrics")
-	if err == nil {
-		_ = resp.Body.Close()
-		assert.NotEqual(t, http.StatusOK, resp.StatusCode, "plain HTTP is not served")
-	}
-}
-
-// TestRunRefusesOpenListen: a -listen address other than loopback without
-// TLS and authentication is refused, naming the risk and the flag that
-// takes it, before anything is served.
-func TestRunRefusesOpenListen(t *testing.T) {
-	for _, tt := range []struct {
-		give []string
-		want string // "" for no refusal of the listen address
-	}{
-		{[]string{"-listen", "0.0.0.0:0"}, "gateway: -listen 0.0.0.0:0 is not a loopback address: serve it with -tls-cert-file, -tls-key-file and -authenticate, or say -insecure-listen"},
-		{[]string{"-listen", "[::]:0"}, "gateway: -listen [::]:0 is not a loopback address"},
-		{[]string{"-listen", ":8080", "-tls-cert-file", "c.pem", "-tls-key-file", "k.pem", "-authenticate=false"}, "gateway: -listen :8080 is not a loopback address"},
-		{[]string{"-listen", "gateway.example:8443", "-tls-cert-file", "c.pem", "-tls-key-file", "k.pem", "-authenticate=false"}, "gateway: -listen gateway.example:8443 is not a loopback address"},
-		{[]string{"-tls-cert-file", "c.pem"}, `gateway: -tls-cert-file "c.pem" and -tls-key-file "" go together`},
-		{[]string{"-listen", "nope"}, `gateway: -listen "nope": address nope: missing port in address`},
-		{[]string{"-listen", ":0", "-tls-cert-file", "c.pem", "-tls-key-file", "k.pem"}, ""},
-		{[]string{"-listen", ":0", "-insecure-listen"}, ""},
-		{[]string{"-listen", "127.0.0.1:0", "-authenticate=false"}, ""},
-	} {
-		var errOut strings.Builder
-		// A bad namespace: run gets past the listen check, then stops.
-		code := run(context.Background(), append([]string{"-kubeconfig", "../restconfig/testdata/unreachable.yaml", "-namespace", "Bad_NS"}, tt.give...), &errOut)
-		if tt.want == "" {
-			assert.Contains(t, errOut.String(), `namespace "Bad_NS" is not a valid namespace name`, "%v", tt.give)
-			continue
-		}
-		assert.Equal(t, 2, code, "%v", tt.give)
-		assert.Contains(t, errOut.String(), tt.want, "%v", tt.give)
-	}
 }
 
 // TestTokenAudience: with -token-audiences, only a token issued for one of

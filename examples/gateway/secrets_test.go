@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
@@ -42,15 +43,7 @@ func TestRunKeepsCredentialsOut(t *testing.T) {
 	require.NoError(t, err)
 	proxied, proxy := kubetest.Proxied(t, cfg)
 
-	// The client certificate authenticates; the API server tries it
-	// before the token, which it does not know.
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: strings.Replace(proxied.Host, "https://", "https://kubewire:"+password+"@", 1), CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: token}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	kc.CurrentContext = "c"
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, clientcmd.WriteToFile(*kc, kubeconfig))
+	kubeconfig := secretKubeconfig(t, cfg, proxied.Host, password, token)
 
 	var out, klogOut syncBuffer
 	klog.LogToStderr(false)
@@ -115,6 +108,23 @@ func TestRunKeepsCredentialsOut(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, do(http.MethodDelete, base+"/alpha", ""))
 	// Each error answer is logged once written.
 	assert.Eventually(t, func() bool { return strings.Count(out.String(), "msg=\"request failed\"") >= 3 }, 10*time.Second, 5*time.Millisecond, "the failures' log lines")
+}
+
+// secretKubeconfig writes a kubeconfig for the API server at host, as
+// cfg's user, with password in the server URL and token as a bearer
+// token, and returns its path.
+func secretKubeconfig(t *testing.T, cfg *rest.Config, host, password, token string) string {
+	t.Helper()
+	// The client certificate authenticates; the API server tries it
+	// before the token, which it does not know.
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: strings.Replace(host, "https://", "https://kubewire:"+password+"@", 1), CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: token}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kc.CurrentContext = "c"
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*kc, kubeconfig))
+	return kubeconfig
 }
 
 // TestRunBadServerURLKeepsPasswordOut: a kubeconfig the gateway cannot

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/driver"
+	"github.com/kubewire/kubewire/kubeadapter"
 )
 
 // TestGatewayForbidden: a create the API server's admission refuses (an
@@ -47,28 +48,14 @@ func TestGatewayForbidden(t *testing.T) {
 	// its status (until it has one, the quota refuses everything it
 	// limits as "status unknown"); configmaps tell when admission sees it.
 	quotaNS := newNS()
-	zero := resource.MustParse("0")
-	limits := corev1.ResourceList{"count/sandboxes.agents.x-k8s.io": zero, "count/configmaps": zero}
-	q, err := cs.CoreV1().ResourceQuotas(quotaNS).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-sandboxes"}, Spec: corev1.ResourceQuotaSpec{Hard: limits}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	q.Status = corev1.ResourceQuotaStatus{Hard: limits, Used: corev1.ResourceList{"count/sandboxes.agents.x-k8s.io": zero, "count/configmaps": zero}}
-	_, err = cs.CoreV1().ResourceQuotas(quotaNS).UpdateStatus(ctx, q, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	refused := func(ns, want string) {
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}}, metav1.CreateOptions{})
-			if assert.Error(c, err) {
-				assert.Contains(c, err.Error(), want)
-			}
-		}, 30*time.Second, 20*time.Millisecond)
-	}
-	refused(quotaNS, "exceeded quota: no-sandboxes")
+	noSandboxes(t, cs, quotaNS)
+	waitRefused(t, cs, quotaNS, "exceeded quota: no-sandboxes")
 
 	// A namespace being deleted: no namespace controller runs to empty it,
 	// so it stays Terminating.
 	terminatingNS := newNS()
 	require.NoError(t, cs.CoreV1().Namespaces().Delete(ctx, terminatingNS, metav1.DeleteOptions{}))
-	refused(terminatingNS, "because it is being terminated")
+	waitRefused(t, cs, terminatingNS, "because it is being terminated")
 
 	// A user RBAC grants nothing in the namespace.
 	const user = "gw-denied-user"
@@ -118,6 +105,32 @@ func TestGatewayForbidden(t *testing.T) {
 	}
 }
 
+// noSandboxes gives ns a ResourceQuota "no-sandboxes" of no sandboxes and
+// no configmaps, with its status set.
+func noSandboxes(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	zero := resource.MustParse("0")
+	limits := corev1.ResourceList{"count/sandboxes.agents.x-k8s.io": zero, "count/configmaps": zero}
+	q, err := cs.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-sandboxes"}, Spec: corev1.ResourceQuotaSpec{Hard: limits}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	q.Status = corev1.ResourceQuotaStatus{Hard: limits, Used: corev1.ResourceList{"count/sandboxes.agents.x-k8s.io": zero, "count/configmaps": zero}}
+	_, err = cs.CoreV1().ResourceQuotas(ns).UpdateStatus(ctx, q, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// waitRefused waits until admission refuses a configmap in ns with an
+// error that contains want.
+func waitRefused(t *testing.T, cs kubernetes.Interface, ns, want string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}}, metav1.CreateOptions{})
+		if assert.Error(c, err) {
+			assert.Contains(c, err.Error(), want)
+		}
+	}, 30*time.Second, 20*time.Millisecond)
+}
+
 // TestRefusedByAdmission: the API server's 403s, told apart by their
 // messages as k8s.io/apiserver v0.37.2 writes them.
 func TestRefusedByAdmission(t *testing.T) {
@@ -140,6 +153,72 @@ func TestRefusedByAdmission(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := &driver.Error{Op: "create", Namespace: "team-a", Name: "q", Kind: driver.KindForbidden, Err: tt.give}
 			assert.Equal(t, tt.want, refusedByAdmission(err))
+		})
+	}
+}
+
+// TestGatewayErrorsHideAddresses: when the API server cannot be reached
+// or answers with an error, the caller gets the kind, a message without
+// the API server's URL or any address, and an id; the gateway's log line
+// with that id has the whole chain, down to the connection.
+func TestGatewayErrorsHideAddresses(t *testing.T) {
+	// An API server behind a proxy that cannot reach it answers 500 with
+	// the proxy's error, internal address and all.
+	erroring := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "proxy: dial tcp 10.96.0.12:6443: i/o timeout", http.StatusInternalServerError)
+	}))
+	defer erroring.Close()
+	tests := []struct {
+		name      string
+		give      string
+		wantCode  int
+		wantKind  string
+		wantChain []string
+	}{
+		{
+			name: "unreachable", give: "http://127.0.0.1:1", wantCode: http.StatusServiceUnavailable, wantKind: "unavailable",
+			wantChain: []string{"driver: stop sandbox team-a/alpha: unavailable", "retry: GET failed after 3 attempts", "before a connection was established", "http://127.0.0.1:1/apis/agents.x-k8s.io/v1beta1", "dial tcp 127.0.0.1:1", "connection refused"},
+		},
+		{
+			name: "erroring", give: erroring.URL, wantCode: http.StatusInternalServerError, wantKind: "internal",
+			wantChain: []string{"driver: stop sandbox team-a/alpha: internal", "probing agents.x-k8s.io/v1beta1", "proxy: dial tcp 10.96.0.12:6443: i/o timeout"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs syncBuffer
+			log := logr.FromSlogHandler(slog.NewTextHandler(&logs, nil))
+			cfg := &rest.Config{Host: tt.give}
+			require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(time.Second)))
+			d, err := driver.New(cfg, "gw", []string{"team-a"})
+			require.NoError(t, err)
+			defer d.Close()
+			srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), log, nil, nil))
+			defer srv.Close()
+
+			resp, err := http.Post(srv.URL+"/v1/namespaces/team-a/sandboxes/alpha/stop", "", nil)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			body := string(b)
+			assert.Equal(t, tt.wantCode, resp.StatusCode, body)
+			for _, leak := range []string{"127.0.0.1", "10.96.0.12", "http://", "https://", ":1/", ":6443", strings.TrimPrefix(tt.give, "http://")} {
+				assert.NotContains(t, body, leak)
+			}
+			assert.NotRegexp(t, `\d+\.\d+\.\d+\.\d+|:\d`, body, "an address")
+
+			var got struct{ Kind, Error, ID string }
+			require.NoError(t, json.Unmarshal(b, &got), body)
+			assert.Equal(t, tt.wantKind, got.Kind)
+			assert.Equal(t, tt.wantChain[0], got.Error)
+			require.NotEmpty(t, got.ID, body)
+			assert.Equal(t, got.ID, resp.Header.Get("X-Request-Id"))
+
+			line := logLine(t, &logs, got.ID)
+			for _, want := range tt.wantChain {
+				assert.Contains(t, line, want)
+			}
 		})
 	}
 }
