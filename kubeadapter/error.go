@@ -65,7 +65,11 @@ func (e *Error) chain() error {
 func (e *Error) Error() string { return neutral(e.chain().Error()) }
 
 // Is reports whether any error in the chain is target.
-func (e *Error) Is(target error) bool { return errors.Is(e.chain(), target) }
+func (e *Error) Is(target error) bool {
+	// A call middleware's formatted or replaced error no longer holds the
+	// retry error: its causes are still searched.
+	return errors.Is(e.chain(), target) || e.err != nil && errors.Is(e.Retry, target)
+}
 
 // As finds the retry error, or an error in the chain of the target's type
 // other than a syscall.Errno.
@@ -77,7 +81,7 @@ func (e *Error) As(target any) bool {
 	case *syscall.Errno:
 		return false
 	}
-	return errors.As(e.chain(), target)
+	return errors.As(e.chain(), target) || e.err != nil && errors.As(e.Retry, target)
 }
 
 // Timeout reports whether the retry error is a timeout.

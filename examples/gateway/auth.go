@@ -143,7 +143,7 @@ func (g *gate) authenticate(next http.Handler) http.Handler {
 		resp, ok, err := g.authn.AuthenticateRequest(r)
 		switch {
 		case ok:
-			if hasToken && !known {
+			if hasToken {
 				g.budget.remember(token)
 			}
 			next.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), resp.User)))
@@ -154,6 +154,10 @@ func (g *gate) authenticate(next http.Handler) http.Handler {
 		default:
 			if err == nil {
 				err = errors.New("no credentials")
+			}
+			if hasToken {
+				// A token rejected now is unknown again, whatever it was.
+				g.budget.forget(token)
 			}
 			w.Header().Set("WWW-Authenticate", realm)
 			refuse(w, r, g.log, http.StatusUnauthorized, kindUnauthn, "the request carries no bearer token the API server accepts", err)

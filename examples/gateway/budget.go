@@ -159,6 +159,10 @@ func (b *budget) remember(token string) {
 	b.tokens.Add(sha256.Sum256([]byte(token)), b.now().Add(knownFor))
 }
 
+func (b *budget) forget(token string) {
+	b.tokens.Remove(sha256.Sum256([]byte(token)))
+}
+
 // reviewLimiter is client-go's token bucket with an error of its own for a
 // wait the deadline does not leave time for; client-go wraps it (%w), and
 // the gate answers 503 for it rather than take it for a rejected token.

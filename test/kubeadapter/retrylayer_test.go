@@ -154,6 +154,8 @@ func TestOneRetryLayer(t *testing.T) {
 			require.ErrorAs(t, err, &ke)
 			var re *retry.Error
 			require.ErrorAs(t, err, &re, "the retry error stays reachable")
+			assert.True(t, errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF),
+				"errors.Is sees the causes: %v", re.Causes)
 			assert.Equal(t, retry.ReasonAttempts, re.Reason)
 			if mw.words != "" {
 				assert.Contains(t, err.Error(), mw.words, "the middleware's words stay")
