@@ -218,9 +218,9 @@ func TestApplyAgainOverAPlainWrapper(t *testing.T) {
 // (the stack package's TestAllocs) and 2 for the mark that keeps a second,
 // hidden stack out of the way (the context value and the request's copy).
 func TestAllocs(t *testing.T) {
-	a := newAnswer(t)
-	bare := allocsPerRequest(t, a, true)
-	got := allocsPerRequest(t, kubeadapter.Wrap()(a), false)
+	a := transporttest.NewAnswerer(t)
+	bare := transporttest.AllocsPerRequest(t, a, true)
+	got := transporttest.AllocsPerRequest(t, kubeadapter.Wrap()(a), false)
 	t.Logf("bare %v, applied %v allocations per request", bare, got)
 	require.LessOrEqual(t, got, bare+8)
 }
