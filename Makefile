@@ -84,7 +84,7 @@ GOTEST = $(GO) test -race -vet=all -count=1 -p $(TEST_P)
 # tidy on its own, and every module's tests with -race, against a real
 # kube-apiserver and etcd (built the first time), on the Go in PATH, at the
 # newest release of each dependency.
-test: gofmt tidy workspace
+test: gofmt tidy generated workspace
 
 # make test on Go 1.27's newest patch (GO_STABLE), as make ci runs it.
 test-go1.27:
@@ -152,6 +152,21 @@ release-check:
 # with 0 failures.
 stress: envtest
 	$(TEST_ENV) hack/stress.sh -count=$(STRESS_COUNT) -timeout=$(STRESS_TIMEOUT) $(STRESS_PKGS)
+
+# The helpers several modules need, kept once as templates in hack/shared
+# and written into each module's own package as hack/shared/targets.txt
+# lists, by a generator in the tools module hack/release (never the
+# repository's workspace). `make generate` writes the copies; `make
+# generated`, in `make test`, fails naming any copy that differs from what
+# its template makes.
+.PHONY: generate generated
+SHAREDGEN = cd hack/release && GOWORK=off GOFLAGS=-mod=readonly $(GO) run ./sharedgen -root $(CURDIR)
+
+generate:
+	$(SHAREDGEN)
+
+generated:
+	@$(PHASE) generated bash -c '$(SHAREDGEN) -check'
 
 # The gofmt of the Go release in use, not the one in PATH.
 gofmt:

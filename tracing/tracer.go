@@ -14,6 +14,7 @@ import (
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/tracing/internal/shared"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -37,7 +38,7 @@ type Tracer struct {
 // otel.GetTracerProvider() to use it. It returns an error naming the
 // option for a nil tp or an invalid option.
 func New(tp trace.TracerProvider, opts ...Option) (*Tracer, error) {
-	if tp == nil || isNil(tp) {
+	if tp == nil || shared.IsNil(tp) {
 		return nil, fmt.Errorf("tracing: New: the TracerProvider must not be nil, got %T; pass otel.GetTracerProvider() for the global one", tp)
 	}
 	c := config{propagator: propagation.TraceContext{}}

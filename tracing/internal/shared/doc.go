@@ -1,0 +1,5 @@
+// Package shared holds the helpers tracing has in common with other
+// modules of kubewire: refusing a typed nil. No module imports another's
+// internal packages, so its files are generated from the templates in
+// hack/shared (targets.txt), the one source of every module's copy.
+package shared
