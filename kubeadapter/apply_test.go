@@ -7,15 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
@@ -291,26 +288,6 @@ func TestApplyTwiceClonesQuietly(t *testing.T) {
 	require.NoError(t, kubeadapter.Apply(cfg, opts...))
 	require.NoError(t, get(t, cfg, "/version"))
 	assert.Empty(t, log.lines())
-}
-
-// logLines keeps what its logger logs, a line each.
-type logLines struct {
-	mu sync.Mutex
-	l  []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.New(func(_, args string) {
-		l.mu.Lock()
-		l.l = append(l.l, args)
-		l.mu.Unlock()
-	}, funcr.Options{})
-}
-
-func (l *logLines) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.l)
 }
 
 // TestApplyKeepsWrappers: the config's own wrappers still run, in their

@@ -129,10 +129,10 @@ func (t *Tracer) observeDecision(d retry.Decision) {
 		return
 	}
 	if !d.Retry {
-		span.SetAttributes(RetryStopKey.String(label(reasonLabels, d.Reason)))
+		span.SetAttributes(RetryStopKey.String(shared.Label(shared.ReasonLabels, d.Reason)))
 		return
 	}
-	why := FailureClassKey.String(label(classLabels, d.Class))
+	why := FailureClassKey.String(shared.Label(shared.ClassLabels, d.Class))
 	if d.Err == nil {
 		why = semconv.HTTPResponseStatusCode(d.StatusCode)
 	}
@@ -146,7 +146,7 @@ func (t *Tracer) observeExceeded(e timeout.Exceeded) {
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(TimeoutPhaseKey.String(label(phaseLabels, e.Phase)), TimeoutLimitKey.Float64(e.Limit.Seconds()))
+	span.SetAttributes(TimeoutPhaseKey.String(shared.Label(shared.PhaseLabels, e.Phase)), TimeoutLimitKey.Float64(e.Limit.Seconds()))
 }
 
 // requestAttributes returns the attributes of a span of req, given when it
