@@ -81,10 +81,11 @@ GOTEST = $(GO) test -race -vet=all -count=1 -p $(TEST_P)
 
 
 # What a contributor runs before every commit: formatting, each go.mod
-# tidy on its own, CHANGELOG.md's form, and every module's tests with
-# -race, against a real kube-apiserver and etcd (built the first time), on
-# the Go in PATH, at the newest release of each dependency.
-test: gofmt tidy changelog workspace ## before every commit: gofmt, tidy, CHANGELOG.md's form, every module's tests with -race, a real kube-apiserver included
+# tidy on its own, CHANGELOG.md's form, every copy of a shared helper as
+# its template makes it, and every module's tests with -race, against a
+# real kube-apiserver and etcd (built the first time), on the Go in PATH, at
+# the newest release of each dependency.
+test: gofmt tidy changelog generated workspace ## before every commit: gofmt, tidy, CHANGELOG.md's form, shared helpers' drift, every module's tests with -race, a real kube-apiserver included
 
 # make test on Go 1.27's newest patch (GO_STABLE), as make ci runs it.
 test-go1.27: ## make test on Go 1.27's newest patch (GO_STABLE)
@@ -109,7 +110,7 @@ ci: ## what CI runs: make test on Go 1.26 and 1.27, every matrix leg, the releas
 
 # Every module's tests in the workspace, the envtest binaries built if
 # missing.
-workspace: envtest ## every module's tests in the workspace (make test without gofmt and tidy)
+workspace: envtest ## every module's tests in the workspace (make test without its checks)
 	$(TEST_ENV) $(PHASE) "workspace, $(words $(MODULES)) modules, $$($(GO) list -m -f '{{.Path}} {{.Version}}' $(WORKSPACE_DEPS) | paste -sd, -)" $(GOTEST) $(PKGS)
 
 # The matrix legs keep -race, as the workspace run does. Without it they
@@ -159,6 +160,21 @@ release-check: ## rehearse a release: the published modules in a local proxy, bu
 # with 0 failures.
 stress: envtest ## the timing-sensitive tests 20 times with -race under CPU load; must pass with 0 failures
 	$(TEST_ENV) hack/stress.sh -count=$(STRESS_COUNT) -timeout=$(STRESS_TIMEOUT) $(STRESS_PKGS)
+
+# The helpers several modules need, kept once as templates in hack/shared
+# and written into each module's own package as hack/shared/targets.txt
+# lists, by a generator in the tools module hack/release (never the
+# repository's workspace). `make generate` writes the copies; `make
+# generated`, in `make test`, fails naming any copy that differs from what
+# its template makes.
+.PHONY: generate generated
+SHAREDGEN = cd hack/release && GOWORK=off GOFLAGS=-mod=readonly $(GO) run ./sharedgen -root $(CURDIR)
+
+generate: ## after changing a template in hack/shared: write every module's copy
+	$(SHAREDGEN)
+
+generated: ## fail if a copy of a shared helper differs from its template
+	@$(PHASE) generated bash -c '$(SHAREDGEN) -check'
 
 # The gofmt of the Go release in use, not the one in PATH.
 gofmt: ## fail if a file needs gofmt (the gofmt of the Go release in use)

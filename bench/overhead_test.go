@@ -7,14 +7,15 @@ import (
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // The Overhead benchmarks run the middleware over a RoundTripper that
 // answers at once, without a network: what is left is the CPU and the
 // allocations of each layer, without the loopback's scheduling noise.
 // OverheadBare is their baseline, the caller's own deadline. The
-// RoundTripper is answer (answer_test.go), which hands each request a reused
-// loopback connection through its trace, as net/http's pool does.
+// RoundTripper is transporttest.Answerer, which hands each request a
+// reused loopback connection through its trace, as net/http's pool does.
 //
 //	hack/benchratio.sh ./bench OverheadBare OverheadTimeout OverheadPooltrace OverheadStack -n 8
 
@@ -45,5 +46,5 @@ func BenchmarkOverheadStack(b *testing.B) {
 
 // benchOverhead is benchCandidate without a network.
 func benchOverhead(b *testing.B, ownDeadline bool, wrap func(http.RoundTripper) http.RoundTripper) {
-	loop(b, wrap(newAnswer(b)), ownDeadline, answerURL)
+	loop(b, wrap(transporttest.NewAnswerer(b)), ownDeadline, answerURL)
 }

@@ -7,15 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
@@ -218,9 +215,9 @@ func TestApplyAgainOverAPlainWrapper(t *testing.T) {
 // (the stack package's TestAllocs) and 2 for the mark that keeps a second,
 // hidden stack out of the way (the context value and the request's copy).
 func TestAllocs(t *testing.T) {
-	a := newAnswer(t)
-	bare := allocsPerRequest(t, a, true)
-	got := allocsPerRequest(t, kubeadapter.Wrap()(a), false)
+	a := transporttest.NewAnswerer(t)
+	bare := transporttest.AllocsPerRequest(t, a, true)
+	got := transporttest.AllocsPerRequest(t, kubeadapter.Wrap()(a), false)
 	t.Logf("bare %v, applied %v allocations per request", bare, got)
 	require.LessOrEqual(t, got, bare+8)
 }
@@ -291,26 +288,6 @@ func TestApplyTwiceClonesQuietly(t *testing.T) {
 	require.NoError(t, kubeadapter.Apply(cfg, opts...))
 	require.NoError(t, get(t, cfg, "/version"))
 	assert.Empty(t, log.lines())
-}
-
-// logLines keeps what its logger logs, a line each.
-type logLines struct {
-	mu sync.Mutex
-	l  []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.New(func(_, args string) {
-		l.mu.Lock()
-		l.l = append(l.l, args)
-		l.mu.Unlock()
-	}, funcr.Options{})
-}
-
-func (l *logLines) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.l)
 }
 
 // TestApplyKeepsWrappers: the config's own wrappers still run, in their

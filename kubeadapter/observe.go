@@ -6,6 +6,7 @@ import (
 
 	clientgometrics "k8s.io/client-go/tools/metrics"
 
+	"github.com/kubewire/kubewire/kubeadapter/internal/shared"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
@@ -58,7 +59,7 @@ func WithObserver(o Observer) Option {
 			c.fail("WithObserver must not be nil")
 			return
 		}
-		if isNil(o) {
+		if shared.IsNil(o) {
 			c.fail("WithObserver must not be nil, got a nil %T", o)
 			return
 		}
@@ -71,7 +72,7 @@ func WithObserver(o Observer) Option {
 func each[T any](os []Observer, method func(Observer) func(T)) func(T) {
 	var f func(T)
 	for _, o := range os {
-		f = then(f, method(o))
+		f = shared.Then(f, method(o))
 	}
 	return f
 }

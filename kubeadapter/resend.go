@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kjson "sigs.k8s.io/json"
 
+	"github.com/kubewire/kubewire/kubeadapter/internal/shared"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
 )
@@ -86,7 +87,7 @@ const maxResendBody = 3 << 20
 // read and decoded on every call, so call it on a failure path. It does not
 // modify req and is safe for concurrent use.
 func Resendable(req *http.Request) bool {
-	if req == nil || isUpgrade(req) {
+	if req == nil || shared.IsUpgrade(req) {
 		return false
 	}
 	switch req.Method {
@@ -110,21 +111,6 @@ func Resendable(req *http.Request) bool {
 		return dryRunAll(query["dryRun"]) || patchResendable(req, query)
 	case http.MethodDelete:
 		return deleteResendable(req, query)
-	}
-	return false
-}
-
-// isUpgrade reports whether req asks to switch protocols (exec, attach and
-// port-forward over SPDY or WebSockets): a Connection header naming
-// "upgrade". Each module keeps its own copy: nothing is internal across
-// modules.
-func isUpgrade(req *http.Request) bool {
-	for _, v := range req.Header["Connection"] {
-		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
-			}
-		}
 	}
 	return false
 }

@@ -2,7 +2,6 @@ package kubeadapter
 
 import (
 	"net/http"
-	"reflect"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
@@ -30,29 +29,3 @@ func (w wrapped) WrappedRoundTripper() http.RoundTripper { return w.next }
 // RoundTripper with neither CloseIdleConnections nor WrappedRoundTripper
 // below gets client-go's klog warning ("unknown transport type").
 func (w wrapped) CloseIdleConnections() { utilnet.CloseIdleConnectionsFor(w.next) }
-
-// then returns a function that calls f, then g; f may be nil.
-func then[T any](f, g func(T)) func(T) {
-	if f == nil {
-		return g
-	}
-	return func(v T) {
-		f(v)
-		g(v)
-	}
-}
-
-// isNil reports whether v is nil or holds a nil pointer, map, slice, func,
-// channel or interface: a typed nil, which a nil check of the interface
-// misses and which would panic on the first call. The root module keeps
-// its own copy for its options: nothing is internal across modules.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
-}

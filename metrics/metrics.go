@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kubewire/kubewire/metrics/internal/shared"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/stack"
@@ -139,12 +140,12 @@ func (m *Metrics) ObserveAttempt(a pooltrace.Attempt) {
 func (m *Metrics) ObserveDecision(d retry.Decision) {
 	method := methodLabel(d.Request.Method)
 	if !d.Retry {
-		m.gaveUp.get(retryKey{method, label(reasonLabels, d.Reason)}).Inc()
+		m.gaveUp.get(retryKey{method, shared.Label(shared.ReasonLabels, d.Reason)}).Inc()
 		return
 	}
 	class := "status"
 	if d.Err != nil {
-		class = label(classLabels, d.Class)
+		class = shared.Label(shared.ClassLabels, d.Class)
 	}
 	m.retries.get(retryKey{method, class}).Inc()
 }
@@ -152,7 +153,7 @@ func (m *Metrics) ObserveDecision(d retry.Decision) {
 // ObserveExceeded counts a request whose timeout ran out; it is timeout's
 // observer.
 func (m *Metrics) ObserveExceeded(e timeout.Exceeded) {
-	m.exceeded.get(exceededKey{methodLabel(e.Request.Method), label(phaseLabels, e.Phase)}).Inc()
+	m.exceeded.get(exceededKey{methodLabel(e.Request.Method), shared.Label(shared.PhaseLabels, e.Phase)}).Inc()
 }
 
 // vec caches the children of a metric vector by a comparable key, so that
@@ -219,26 +220,4 @@ func outcomeLabel(status int, err error) string {
 		return "error"
 	}
 	return statusClasses[status/100-1]
-}
-
-// The label values of the retry classes, the reasons retrying stops and
-// the deadline phases, indexed by their values.
-var (
-	classLabels  = []string{retry.NotRetryable: "not_retryable", retry.NotSent: "not_sent", retry.MaybeSent: "maybe_sent"}
-	reasonLabels = []string{
-		retry.ReasonNotRetryable: "not_retryable", retry.ReasonNotIdempotent: "not_idempotent",
-		retry.ReasonBodyNotRewindable: "body_not_rewindable", retry.ReasonAttempts: "attempts",
-		retry.ReasonDeadline: "deadline", retry.ReasonCanceled: "canceled", retry.ReasonBudget: "budget",
-		retry.ReasonRetryAfter: "retry_after", retry.ReasonMaybeApplied: "maybe_applied",
-	}
-	phaseLabels = []string{timeout.PhaseHeaders: "headers", timeout.PhaseBody: "body", timeout.PhaseStalled: "stalled"}
-)
-
-// label returns the label value of v in values, or "other" for a value a
-// newer release added.
-func label[V ~int](values []string, v V) string {
-	if v >= 0 && int(v) < len(values) && values[v] != "" {
-		return values[v]
-	}
-	return "other"
 }

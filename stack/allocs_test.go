@@ -6,16 +6,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // maxExtraAllocs is what the stack may allocate per successful request
 // beyond a bare request with the caller's own deadline, over a transport
-// that answers at once (testserver.Answer). docs/measured.md's cost table shows
+// that answers at once (transporttest.Answerer). docs/measured.md's cost table shows
 // the figure `make bench` measures on the wire.
 const maxExtraAllocs = 6
 
@@ -24,8 +24,8 @@ const maxExtraAllocs = 6
 // deadline. Naming a connection (roundtrip.KeyOf) cost nine allocations per
 // attempt when pooltrace did it for every attempt, not only failed ones.
 func TestAllocs(t *testing.T) {
-	a := testserver.NewAnswer(t)
-	bare := testserver.AllocsPerRequest(t, a, true)
+	a := transporttest.NewAnswerer(t)
+	bare := transporttest.AllocsPerRequest(t, a, true)
 	tests := []struct {
 		name string
 		give transport.Middleware
@@ -35,7 +35,7 @@ func TestAllocs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := testserver.AllocsPerRequest(t, tt.give(a), false)
+			got := transporttest.AllocsPerRequest(t, tt.give(a), false)
 			t.Logf("bare %v, stack %v allocations per request", bare, got)
 			require.LessOrEqual(t, got, bare+maxExtraAllocs, "bare %v, stack %v allocations per request", bare, got)
 		})

@@ -178,26 +178,3 @@ func protocolVersion(proto string) string {
 	}
 	return "1.1"
 }
-
-// The attribute values of the retry classes, the reasons retrying stops
-// and the deadline phases, indexed by their values: the metrics module's
-// label values.
-var (
-	classLabels  = []string{retry.NotRetryable: "not_retryable", retry.NotSent: "not_sent", retry.MaybeSent: "maybe_sent"}
-	reasonLabels = []string{
-		retry.ReasonNotRetryable: "not_retryable", retry.ReasonNotIdempotent: "not_idempotent",
-		retry.ReasonBodyNotRewindable: "body_not_rewindable", retry.ReasonAttempts: "attempts",
-		retry.ReasonDeadline: "deadline", retry.ReasonCanceled: "canceled", retry.ReasonBudget: "budget",
-		retry.ReasonRetryAfter: "retry_after", retry.ReasonMaybeApplied: "maybe_applied",
-	}
-	phaseLabels = []string{timeout.PhaseHeaders: "headers", timeout.PhaseBody: "body", timeout.PhaseStalled: "stalled"}
-)
-
-// label returns the value of v in values, or "other" for a value a newer
-// release added.
-func label[V ~int](values []string, v V) string {
-	if v >= 0 && int(v) < len(values) && values[v] != "" {
-		return values[v]
-	}
-	return "other"
-}

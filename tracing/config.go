@@ -2,9 +2,10 @@ package tracing
 
 import (
 	"fmt"
-	"reflect"
 
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/kubewire/kubewire/tracing/internal/shared"
 )
 
 // Option configures [New].
@@ -28,7 +29,7 @@ type config struct {
 // global one. Must not be nil; [WithoutPropagation] sends nothing.
 func WithPropagator(p propagation.TextMapPropagator) Option {
 	return optionFunc(func(c *config) {
-		if p == nil || isNil(p) {
+		if p == nil || shared.IsNil(p) {
 			c.fail("WithPropagator must not be nil (WithoutPropagation sends no trace context), got %T", p)
 			return
 		}
@@ -55,18 +56,4 @@ func (c *config) fail(format string, args ...any) {
 	if c.err == nil {
 		c.err = fmt.Errorf("tracing: "+format, args...)
 	}
-}
-
-// isNil reports whether v is nil or holds a nil pointer, map, slice, func,
-// channel or interface (kubeadapter keeps its own copy: nothing is
-// internal across modules).
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/tracing/internal/shared"
 )
 
 // The span kinds, made once: an option costs an allocation.
@@ -86,7 +87,7 @@ func (as *attemptSpan) endAttributes(status int, err error) []attribute.KeyValue
 		attrs = append(attrs, NetHTTPResendsKey.Int(as.resends))
 	}
 	if err != nil && !canceled(err) {
-		attrs = append(attrs, FailureClassKey.String(label(classLabels, retry.Classify(err))))
+		attrs = append(attrs, FailureClassKey.String(shared.Label(shared.ClassLabels, retry.Classify(err))))
 	}
 	attrs = outcome(as.Span, attrs, status, err)
 	exact := make([]attribute.KeyValue, len(attrs))

@@ -14,6 +14,7 @@ import (
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/stack"
 	"github.com/kubewire/kubewire/timeout"
+	"github.com/kubewire/kubewire/tracing/internal/shared"
 	"github.com/kubewire/kubewire/transport"
 )
 
@@ -37,7 +38,7 @@ type Tracer struct {
 // otel.GetTracerProvider() to use it. It returns an error naming the
 // option for a nil tp or an invalid option.
 func New(tp trace.TracerProvider, opts ...Option) (*Tracer, error) {
-	if tp == nil || isNil(tp) {
+	if tp == nil || shared.IsNil(tp) {
 		return nil, fmt.Errorf("tracing: New: the TracerProvider must not be nil, got %T; pass otel.GetTracerProvider() for the global one", tp)
 	}
 	c := config{propagator: propagation.TraceContext{}}
@@ -128,10 +129,10 @@ func (t *Tracer) observeDecision(d retry.Decision) {
 		return
 	}
 	if !d.Retry {
-		span.SetAttributes(RetryStopKey.String(label(reasonLabels, d.Reason)))
+		span.SetAttributes(RetryStopKey.String(shared.Label(shared.ReasonLabels, d.Reason)))
 		return
 	}
-	why := FailureClassKey.String(label(classLabels, d.Class))
+	why := FailureClassKey.String(shared.Label(shared.ClassLabels, d.Class))
 	if d.Err == nil {
 		why = semconv.HTTPResponseStatusCode(d.StatusCode)
 	}
@@ -145,7 +146,7 @@ func (t *Tracer) observeExceeded(e timeout.Exceeded) {
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(TimeoutPhaseKey.String(label(phaseLabels, e.Phase)), TimeoutLimitKey.Float64(e.Limit.Seconds()))
+	span.SetAttributes(TimeoutPhaseKey.String(shared.Label(shared.PhaseLabels, e.Phase)), TimeoutLimitKey.Float64(e.Limit.Seconds()))
 }
 
 // requestAttributes returns the attributes of a span of req, given when it

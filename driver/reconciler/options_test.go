@@ -131,26 +131,6 @@ func TestProbeBacksOff(t *testing.T) {
 	assert.LessOrEqual(t, f.Count("get", "resource"), 3, "probes sent in 2.5 s")
 }
 
-// observer is a reconciler.Observer of functions; a nil one is skipped.
-// It is called concurrently from Run's workers: the functions must be
-// safe for that.
-type observer struct {
-	pass   func(reconciler.PassStats)
-	action func(reconciler.ActionEvent)
-}
-
-func (o *observer) ObservePass(s reconciler.PassStats) {
-	if o.pass != nil {
-		o.pass(s)
-	}
-}
-
-func (o *observer) ObserveAction(e reconciler.ActionEvent) {
-	if o.action != nil {
-		o.action(e)
-	}
-}
-
 // nilProvider is a workqueue.MetricsProvider whose typed nil the option
 // must refuse.
 type nilProvider struct{ workqueue.MetricsProvider }

@@ -173,7 +173,7 @@ func TestModuleBoundaries(t *testing.T) {
 		for _, imp := range p.Imports {
 			im := modOf(imp)
 			if im != "" && im != m && isInternal(imp) {
-				t.Errorf("%s (module %s) imports %s, internal to module %s: make it public API of %s or keep a copy in %s", path, m, imp, im, im, m)
+				t.Errorf("%s (module %s) imports %s, internal to module %s: make it public API of %s, or generate a copy into %s from a template in hack/shared (targets.txt)", path, m, imp, im, im, m)
 			}
 		}
 	}

@@ -8,7 +8,6 @@ package roundtrip
 import (
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/kubewire/kubewire/transport"
 )
@@ -40,22 +39,6 @@ func CloseRequestBody(req *http.Request) {
 	if req != nil && req.Body != nil {
 		_ = req.Body.Close()
 	}
-}
-
-// IsUpgrade reports whether req asks for a protocol upgrade: a Connection
-// header naming "upgrade" (exec, attach and port-forward over SPDY or
-// WebSocket). Such a request's 101 response hands the connection to the
-// caller, so middleware must neither retry it nor wrap it as an ordinary
-// body.
-func IsUpgrade(req *http.Request) bool {
-	for _, v := range req.Header["Connection"] {
-		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // Wrap returns the Wrapped for next: next itself, or http.DefaultTransport

@@ -29,28 +29,6 @@ func TestCloseRequestBody(t *testing.T) {
 	assert.True(t, closed)
 }
 
-func TestIsUpgrade(t *testing.T) {
-	tests := []struct {
-		give []string
-		want bool
-	}{
-		{nil, false},
-		{[]string{"keep-alive"}, false},
-		{[]string{"Upgrade"}, true},
-		{[]string{"keep-alive, upgrade"}, true},
-		{[]string{"close", "UPGRADE"}, true},
-		{[]string{"upgrades"}, false},
-	}
-	for _, tt := range tests {
-		req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1/", nil)
-		require.NoError(t, err)
-		if tt.give != nil {
-			req.Header["Connection"] = tt.give
-		}
-		assert.Equal(t, tt.want, roundtrip.IsUpgrade(req), "%q", tt.give)
-	}
-}
-
 // onlyWrapped exposes what it wraps but has no CloseIdleConnections, as
 // client-go's own wrappers and its v0.36+ tracked transport do.
 type onlyWrapped struct{ next http.RoundTripper }

@@ -1,3 +1,6 @@
+// Package testserver holds the root module's test helpers that
+// transport/transporttest does not publish: a raw HTTP/2 server for frames
+// a real one sends only by accident.
 package testserver
 
 import (

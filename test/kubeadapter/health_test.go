@@ -24,6 +24,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/test/kubeadapter/internal/conntrack"
 	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/transport/transporttest"
 )
@@ -45,7 +46,7 @@ func TestHTTP2Health(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, p := kubetest.Proxied(t, env.Config(t))
-			var conns conns
+			var conns conntrack.Conns
 			cfg.Dial = conns.Dial(cfg.Dial)
 			var seen attempts
 			require.NoError(t, kubeadapter.Apply(cfg, append(tt.opts, kubeadapter.WithObserver(kubeadapter.ObserverFuncs{Attempt: seen.observe}))...))

@@ -71,6 +71,17 @@
 // delivers them later: dropping bytes would corrupt a TLS or HTTP/2 stream
 // at a moment the test does not choose.
 //
+// # Without a network
+//
+// An [Answerer] answers every request at once, with no network below it
+// and a real loopback connection for the request's trace: under a
+// middleware, what is left is the middleware's own cost.
+// [AllocsPerRequest] counts what one request through it allocates:
+//
+//	a := transporttest.NewAnswerer(t)
+//	extra := transporttest.AllocsPerRequest(t, mymiddleware.New()(a), false) -
+//		transporttest.AllocsPerRequest(t, a, false)
+//
 // Everything here listens on 127.0.0.1 only. What a function given a
 // testing.TB starts stops when that test ends, upgraded connections
 // included; a Proxy from [NewProxy] stops when closed. A middleware

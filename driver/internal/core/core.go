@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync/atomic"
 
@@ -252,20 +251,4 @@ func (e *cached) DeepCopyObject() runtime.Object {
 	out := &cached{view: e.view}
 	e.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return out
-}
-
-// IsNil reports whether v is nil or holds a nil pointer, map, slice, func,
-// channel or interface: a typed nil, which a nil check of the interface
-// misses and which would panic on the first call. The root module keeps
-// its own copy: nothing is internal across modules, whose versions a user
-// may mix.
-func IsNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
 }

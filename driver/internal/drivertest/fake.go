@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,21 +27,6 @@ import (
 
 	"github.com/kubewire/kubewire/driver"
 )
-
-// Names the driver uses by default, and the annotations it records.
-const (
-	FenceName    = "sandbox-workload-fence"
-	DriverName   = "kubewire-driver"
-	AnnFenceUID  = "kubewire.io/fence-uid"
-	AnnFenceGen  = "kubewire.io/fence-generation"
-	AnnBootstrap = "kubewire.io/bootstrap-started"
-)
-
-// Settle bounds waits for the controller; they end as soon as it acts.
-const Settle = 30 * time.Second
-
-// AgentPod is a pod template the CRD accepts.
-var AgentPod = sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}}}
 
 // Fake is a driver's world on client-go's fake clientsets: agent-sandbox's
 // generated fake for the sandboxes, client-go's for the rest. One reactor

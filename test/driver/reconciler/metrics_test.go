@@ -2,75 +2,20 @@ package reconciler_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kubewire/kubewire/driver"
-	"github.com/kubewire/kubewire/driver/drivermetrics"
 	"github.com/kubewire/kubewire/driver/reconciler"
 	"github.com/kubewire/kubewire/test/driver/internal/rig"
 )
-
-const (
-	mPasses         = "kubewire_reconciler_passes_total"
-	mPassDuration   = "kubewire_reconciler_pass_duration_seconds_count"
-	mSuspend        = `kubewire_reconciler_actions_total{action="suspend"}`
-	mRollback       = `kubewire_reconciler_actions_total{action="rollback"}`
-	mClearBootstrap = `kubewire_reconciler_actions_total{action="clear_bootstrap"}`
-	mWarnings       = "kubewire_reconciler_warnings_total"
-	mErrors         = "kubewire_reconciler_errors_total"
-	mQueueDepth     = "kubewire_reconciler_queue_depth"
-	mWorkDone       = "kubewire_reconciler_queue_work_duration_seconds_count"
-	mQueueAdds      = "kubewire_reconciler_queue_adds_total"
-	mQueueRetries   = "kubewire_reconciler_queue_retries_total"
-	mQueueLatency   = "kubewire_reconciler_queue_latency_seconds_count"
-	mFenceToSuspend = "kubewire_reconciler_fence_to_suspend_seconds_count"
-	mUnfinished     = "kubewire_reconciler_queue_unfinished_work_seconds"
-	mLongest        = "kubewire_reconciler_queue_longest_running_processor_seconds"
-	mEventsDropped  = "kubewire_reconciler_events_dropped_total"
-)
-
-// metrics returns a fresh registry with m registered.
-func metrics(t *testing.T) (*drivermetrics.Metrics, *prometheus.Registry) {
-	m := drivermetrics.New()
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
-	return m, reg
-}
-
-// scrape gathers g: each counter and gauge by name and labels, each
-// histogram's count as name_count.
-func scrape(t require.TestingT, g prometheus.Gatherer) map[string]float64 {
-	mfs, err := g.Gather()
-	require.NoError(t, err)
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, l := range m.GetLabel() {
-				key += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
-			}
-			switch {
-			case m.Counter != nil:
-				out[key] = m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				out[key] = m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				out[key+"_count"] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return out
-}
 
 // TestRunMetrics: Run with drivermetrics on a real API server and
 // agent-sandbox's controller. A fence change queues the running sandboxes;

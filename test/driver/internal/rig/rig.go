@@ -10,34 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/kubewire/kubewire/driver"
 	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/test/sandboxtest"
 )
-
-// Names the driver uses by default, and the annotations it records.
-const (
-	FenceName    = "sandbox-workload-fence"
-	DriverName   = "kubewire-driver"
-	AnnFenceUID  = "kubewire.io/fence-uid"
-	AnnFenceGen  = "kubewire.io/fence-generation"
-	AnnBootstrap = "kubewire.io/bootstrap-started"
-)
-
-// Settle bounds waits for the controller; they end as soon as it acts.
-const Settle = 30 * time.Second
-
-var AgentPod = sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}}}
 
 // Rig is one API server with the real controller and a fake kubelet for
 // one fresh namespace.
@@ -222,32 +205,6 @@ func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 type net503 struct{}
 
 func (*net503) Error() string { return "injected: connection refused" }
-
-// Logs keeps every log line.
-type Logs struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *Logs) Logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		l.lines = append(l.lines, args)
-		l.mu.Unlock()
-	}, funcr.Options{Verbosity: 1})
-}
-
-func (l *Logs) Count(substr string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range l.lines {
-		if strings.Contains(line, substr) {
-			n++
-		}
-	}
-	return n
-}
 
 // Config returns a config for the package's kube-apiserver, which [Main]
 // started; it fails the test if that did not start.
