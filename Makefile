@@ -1,8 +1,8 @@
 GO ?= go
 
-# The envtest binaries (kube-apiserver and etcd) are built from Go modules by
-# the tools module in hack/envtest and cached outside the repository, so a
-# second run takes seconds.
+# The envtest binaries (kube-apiserver and etcd) are built from Go modules
+# the tools module hack pins (hack/envtest) and cached outside the
+# repository, so a second run takes seconds.
 ENVTEST_K8S_VERSION := 1.37.2
 ENVTEST_DIR ?= $(abspath $(shell $(GO) env GOCACHE)/../kubewire-envtest/$(ENVTEST_K8S_VERSION))
 TEST_ENV = KUBEBUILDER_ASSETS=$(ENVTEST_DIR)
@@ -59,7 +59,7 @@ STRESS_COUNT ?= 20
 # ran past it.
 STRESS_TIMEOUT ?= 2h
 
-.PHONY: help test test-go1.27 ci workspace matrix tidy changelog vet gofmt envtest stress repro bench fmt soak clientgo sandboxes otel-floor release-check
+.PHONY: help test test-go1.27 ci workspace matrix tidy docs changelog vet gofmt envtest stress repro bench fmt soak clientgo sandboxes otel-floor release-check
 
 # Each phase prints how long it took, under which Go release; under `make
 # ci` it also goes into the ledger that make ci prints at the end
@@ -81,11 +81,11 @@ GOTEST = $(GO) test -race -vet=all -count=1 -p $(TEST_P)
 
 
 # What a contributor runs before every commit: formatting, each go.mod
-# tidy on its own, CHANGELOG.md's form, every copy of a shared helper as
-# its template makes it, and every module's tests with -race, against a
-# real kube-apiserver and etcd (built the first time), on the Go in PATH, at
-# the newest release of each dependency.
-test: gofmt tidy changelog generated workspace ## before every commit: gofmt, tidy, CHANGELOG.md's form, shared helpers' drift, every module's tests with -race, a real kube-apiserver included
+# tidy on its own, the docs' citations, CHANGELOG.md's form, every copy of
+# a shared helper as its template makes it, and every module's tests with
+# -race, against a real kube-apiserver and etcd (built the first time), on
+# the Go in PATH, at the newest release of each dependency.
+test: gofmt tidy docs changelog generated workspace ## before every commit: gofmt, tidy, the docs' citations, CHANGELOG.md's form, shared helpers' drift, every module's tests with -race, a real kube-apiserver included
 
 # make test on Go 1.27's newest patch (GO_STABLE), as make ci runs it.
 test-go1.27: ## make test on Go 1.27's newest patch (GO_STABLE)
@@ -124,16 +124,23 @@ workspace: envtest ## every module's tests in the workspace (make test without i
 # the driver reads what each agent-sandbox writes) is found nowhere else.
 matrix: otel-floor clientgo sandboxes ## every matrix leg: clientgo, sandboxes and otel-floor
 
+# The repository's prose cites what exists: the Go samples of README.md
+# and docs/ are Example bodies, and the identifiers, test names, paths and
+# links the docs name exist (hack/readme). The tools module hack is outside
+# go.work, so the workspace run does not reach its tests.
+docs: ## README.md, CONTRIBUTING.md and docs/ cite what exists; Go samples are Examples
+	@$(PHASE) docs bash -c 'cd hack && GOWORK=off GOFLAGS=-mod=readonly $(GO) test -count=1 ./readme/'
+
 # CHANGELOG.md in its form, a section per published module
-# (hack/release/changelog.go). The release tool is a module of its own,
-# outside go.work, so the workspace run does not reach its tests; make
-# release-check runs them all.
+# (hack/release/changelog.go), from the tools module hack like make docs;
+# make release-check runs the release tool's other tests.
 changelog: ## CHANGELOG.md in its form: a section per published module
 	@$(PHASE) changelog bash -c 'cd hack/release && GOWORK=off GOFLAGS=-mod=readonly $(GO) test -count=1 -run "^TestChangelog" .'
 
-# Each go.mod on its own, as a user's `go get` sees it.
+# Each go.mod on its own, as a user's `go get` sees it, and the tools
+# module hack, which is outside go.work.
 tidy: ## check that each go.mod is tidy on its own (GOWORK=off)
-	@$(PHASE) tidy bash -c 'set -e; for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "$$m: go.mod not tidy (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done'
+	@$(PHASE) tidy bash -c 'set -e; for m in $(MODULES) ./hack; do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "$$m: go.mod not tidy (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done'
 
 clientgo: envtest ## kubeadapter's suite at each older client-go release (CLIENTGO_RELEASES)
 	@test "$$($(GO) list -m -f '{{.Version}}' k8s.io/client-go)" = $(CLIENTGO_NEWEST) || { echo "clientgo: the workspace selects client-go $$($(GO) list -m -f '{{.Version}}' k8s.io/client-go), not $(CLIENTGO_NEWEST): set CLIENTGO_NEWEST and the matrix to the releases kubeadapter supports"; exit 1; }

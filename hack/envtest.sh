@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the envtest binaries, kube-apiserver and etcd, from Go modules (the
-# tools module in hack/envtest) into DIR, unless DIR already holds binaries
+# tools module hack, hack/envtest pinning them) into DIR, unless DIR already holds binaries
 # built from the same inputs.
 #
 #   hack/envtest.sh DIR VERSION
@@ -28,7 +28,7 @@ buildflags="-buildvcs=false -trimpath -gcflags=all=-dwarf=false"
 export CGO_ENABLED=0
 # The key covers what the binaries are built from and how (not this
 # script's comments), and the toolchain that builds them.
-key=$( { cat go.mod go.sum; echo "$buildflags $ldflags CGO_ENABLED=$CGO_ENABLED"; go version; } | sha256sum | cut -c1-32)
+key=$( { cat ../go.mod ../go.sum; echo "$buildflags $ldflags CGO_ENABLED=$CGO_ENABLED"; go version; } | sha256sum | cut -c1-32)
 if [[ -x $dir/kube-apiserver && -x $dir/etcd && "$(cat "$dir/.recipe" 2>/dev/null)" == "$key" ]]; then
 	exit 0
 fi

@@ -296,12 +296,12 @@ func TestExists(t *testing.T) {
 		give string
 		want bool
 	}{
-		{give: "internal/readme", want: true},
-		{give: "internal/readme/readme_test.go", want: true},
+		{give: "hack/readme", want: true},
+		{give: "hack/readme/readme_test.go", want: true},
 		{give: "transport/transporttest.TestMiddleware", want: true},
 		{give: "internal/nowhere", want: false},
 		{give: "internal/nowhere.Run", want: false},
-		{give: "internal/readme/readme_test.go.Gone", want: false}, // a selector names a directory
+		{give: "hack/readme/readme_test.go.Gone", want: false}, // a selector names a directory
 	}
 	for _, tt := range tests {
 		if got := exists(tt.give); got != tt.want {

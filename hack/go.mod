@@ -1,4 +1,4 @@
-module github.com/kubewire/kubewire/hack/envtest
+module github.com/kubewire/kubewire/hack
 
 go 1.26.0
 
@@ -70,6 +70,7 @@ replace k8s.io/streaming => k8s.io/streaming v0.37.2
 
 require (
 	go.etcd.io/etcd/server/v3 v3.7.0
+	golang.org/x/mod v0.37.0
 	k8s.io/kubernetes v1.37.2
 )
 

@@ -2,8 +2,9 @@
 // and the pages under docs/. Every Go sample of README.md and docs/*.md is
 // the body of an Example function, so that the sample compiles wherever
 // its module's tests run; the Go identifiers, test names, repository paths
-// and relative links the documents cite exist; every Mermaid diagram
-// parses; and README.md stays under [maxReadmeLines] lines.
+// and relative links the documents cite exist; and README.md stays under
+// [maxReadmeLines] lines. The checks are tests of the tools module, not of
+// a module users build: `make docs` runs them.
 package readme
 
 import (
