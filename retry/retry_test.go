@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/timeout"
@@ -308,7 +307,7 @@ func TestRefusedUntilAttemptsExhausted(t *testing.T) {
 func TestHTTP2GoAway(t *testing.T) {
 	var mu sync.Mutex
 	executed := map[string]int{}
-	srv := testserver.NewRawH2(t, func(c *testserver.H2Conn, r testserver.H2Request) {
+	srv := NewRawH2(t, func(c *H2Conn, r H2Request) {
 		u, err := url.Parse(r.Path)
 		if !assert.NoError(t, err) {
 			return

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 
-	"github.com/kubewire/kubewire/internal/testserver"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/transport"
 )
@@ -28,34 +27,34 @@ import (
 func TestClassifyFromTheWire(t *testing.T) {
 	tests := []struct {
 		name   string
-		handle func(*testserver.H2Conn, testserver.H2Request)
+		handle func(*H2Conn, H2Request)
 		want   retry.Class
 		// wantCost is what the failure costs the retry budget.
 		wantCost string
 	}{
-		{"GOAWAY before the stream", func(c *testserver.H2Conn, r testserver.H2Request) {
+		{"GOAWAY before the stream", func(c *H2Conn, r H2Request) {
 			_ = c.GoAway(r.StreamID-1, http2.ErrCodeNo)
 		}, retry.NotSent, "none"},
-		{"REFUSED_STREAM", func(c *testserver.H2Conn, r testserver.H2Request) {
+		{"REFUSED_STREAM", func(c *H2Conn, r H2Request) {
 			_ = c.Reset(r.StreamID, http2.ErrCodeRefusedStream)
 		}, retry.NotSent, "none"},
-		{"stream reset INTERNAL_ERROR", func(c *testserver.H2Conn, r testserver.H2Request) {
+		{"stream reset INTERNAL_ERROR", func(c *H2Conn, r H2Request) {
 			_ = c.Reset(r.StreamID, http2.ErrCodeInternal)
 		}, retry.MaybeSent, "request"},
-		{"stream reset CANCEL", func(c *testserver.H2Conn, r testserver.H2Request) {
+		{"stream reset CANCEL", func(c *H2Conn, r H2Request) {
 			_ = c.Reset(r.StreamID, http2.ErrCodeCancel)
 		}, retry.MaybeSent, "request"},
-		{"GOAWAY covering the stream, then close", func(c *testserver.H2Conn, r testserver.H2Request) {
+		{"GOAWAY covering the stream, then close", func(c *H2Conn, r H2Request) {
 			_ = c.GoAway(r.StreamID, http2.ErrCodeInternal)
 			_ = c.Close()
 		}, retry.MaybeSent, "connection"},
-		{"connection closed", func(c *testserver.H2Conn, r testserver.H2Request) {
+		{"connection closed", func(c *H2Conn, r H2Request) {
 			_ = c.Close()
 		}, retry.MaybeSent, "connection"},
-		{"connection reset", func(c *testserver.H2Conn, r testserver.H2Request) {
+		{"connection reset", func(c *H2Conn, r H2Request) {
 			_ = c.ResetConn()
 		}, retry.MaybeSent, "connection"},
-		{"health check: connection lost", func(c *testserver.H2Conn, r testserver.H2Request) {
+		{"health check: connection lost", func(c *H2Conn, r H2Request) {
 			c.Silence()
 		}, retry.MaybeSent, "connection"},
 	}
@@ -75,7 +74,7 @@ func TestClassifyFromTheWire(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := testserver.NewRawH2(t, tt.handle)
+			srv := NewRawH2(t, tt.handle)
 			for _, cl := range clients {
 				rt, closeIdle := cl.new(srv.ClientTLS)
 				req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL+"/", io.NopCloser(strings.NewReader("{}")))

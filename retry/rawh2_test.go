@@ -1,7 +1,7 @@
-// Package testserver holds the root module's test helpers that
-// transport/transporttest does not publish: a raw HTTP/2 server for frames
-// a real one sends only by accident.
-package testserver
+package retry_test
+
+// The raw HTTP/2 server of the wire tests: frames a real server sends only
+// by accident (a GOAWAY or a RST_STREAM at a chosen moment, or silence).
 
 import (
 	"bytes"
