@@ -177,47 +177,6 @@ func TestWarmCallerCostsNoReview(t *testing.T) {
 	assert.EqualValues(t, 2, reviews.n.Load(), "20 warm requests cost no review")
 }
 
-// BenchmarkGate: what the gate adds to a list of an empty namespace, per
-// request, for a warm caller: the ratio of ns/op against open (no gate)
-// in the same run, and the API server requests it adds (reviews/op, 0).
-func BenchmarkGate(b *testing.B) {
-	cfg, cs, ns := newNamespace(b, "gw-bench-")
-	token := applyCaller(b, cs, []string{ns.Name}, "agent-team")
-	path := "/v1/namespaces/" + ns.Name + "/sandboxes"
-	run := func(b *testing.B, url, token string, reviews *reviewCounter) {
-		warm := func() {
-			req, err := http.NewRequest(http.MethodGet, url+path, nil)
-			require.NoError(b, err)
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			require.NoError(b, err)
-			require.NoError(b, resp.Body.Close())
-			require.Equal(b, http.StatusOK, resp.StatusCode)
-		}
-		warm()
-		start := reviews.n.Load()
-		b.ResetTimer()
-		for b.Loop() {
-			warm()
-		}
-		b.ReportMetric(float64(reviews.n.Load()-start)/float64(b.N), "reviews/op")
-	}
-	b.Run("open", func(b *testing.B) {
-		d, err := driver.New(cfg, "gw-open", []string{ns.Name})
-		require.NoError(b, err)
-		b.Cleanup(d.Close)
-		srv := httptest.NewServer(newHandler(d, prometheus.NewRegistry(), logr.Discard(), nil, nil))
-		b.Cleanup(srv.Close)
-		run(b, srv.URL, "", &reviewCounter{})
-	})
-	b.Run("authorized", func(b *testing.B) {
-		var reviews reviewCounter
-		run(b, gatedServer(b, cfg, ns.Name, time.Hour, &reviews), token, &reviews)
-	})
-}
-
 // TestTokenAudience: with -token-audiences, only a token issued for one of
 // them is accepted; a token for the API server, which a caller could
 // replay there, is not.

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -197,55 +195,4 @@ func freshToken(t testing.TB, cs kubernetes.Interface, ns, name string) string {
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return tr.Status.Token
-}
-
-// BenchmarkGateFlood: callers let in, each request a list of an empty
-// namespace with a token the gate knows (answers kept for a second, so
-// that reviews recur), while floods clients on as many loopback addresses
-// send random tokens, 32 connections each; against the same callers
-// without the flood in the same run. It reports the callers' success rate
-// (ok%), their p99 latency and, under the flood, p99 as a ratio of the
-// quiet run's (p99-ratio).
-func BenchmarkGateFlood(b *testing.B) {
-	cfg, cs, ns := newNamespace(b, "gw-bflood-")
-	token := applyCaller(b, cs, []string{ns.Name}, "admitted")
-	var reviews reviewCounter
-	url := gatedServer(b, cfg, ns.Name, time.Second, &reviews) + "/v1/namespaces/" + ns.Name + "/sandboxes"
-	caller := clientFrom(b, "127.0.0.1", 4)
-	var quietP99 time.Duration
-	run := func(b *testing.B, floods int) {
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for i := range floods {
-			c := clientFrom(b, fmt.Sprintf("127.0.1.%d", i+1), 32)
-			wg.Go(func() { flood(ctx, c, url, 32) })
-		}
-		var lat []time.Duration
-		ok := 0
-		b.ResetTimer()
-		for b.Loop() {
-			start := time.Now()
-			code, err := call(caller, url, token)
-			lat = append(lat, time.Since(start))
-			if err == nil && code == http.StatusOK {
-				ok++
-			}
-		}
-		b.StopTimer()
-		cancel()
-		wg.Wait()
-		slices.Sort(lat)
-		p99 := lat[len(lat)*99/100]
-		b.ReportMetric(100*float64(ok)/float64(len(lat)), "ok%")
-		b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
-		if floods == 0 {
-			quietP99 = p99
-		} else if quietP99 > 0 {
-			b.ReportMetric(float64(p99)/float64(quietP99), "p99-ratio")
-		}
-	}
-	b.Run("quiet", func(b *testing.B) { run(b, 0) })
-	for _, n := range []int{1, 4} {
-		b.Run(fmt.Sprintf("floods=%d", n), func(b *testing.B) { run(b, n) })
-	}
 }
