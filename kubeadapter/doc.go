@@ -72,12 +72,16 @@
 // (WithRetryOptions(retry.WithMaxAttempts(1))), client-go retries as it
 // does without kubewire.
 //
-// What this means for an API server restart: with the defaults, a GET
-// rides out at most 0.3s of refused or reset connections (full-jitter
-// waits of up to 100ms and then 200ms; about 0.15s on average), then fails.
-// Stock client-go rides out 10s of resets, but no refused connection: it
-// does not retry a refused connection at all. To ride out a longer restart,
-// raise the attempts, for example WithRetryOptions(retry.WithMaxAttempts(6)):
+// What this means for an API server restart: with the defaults, a request
+// whose context has a deadline rides out refused connections (a request
+// that reached no server, whatever its verb) until the deadline, a dial
+// per retry token past the first three attempts; a GET rides out at most
+// 0.3s of reset connections (full-jitter waits of up to 100ms and then
+// 200ms; about 0.15s on average), then fails, and so does a refused
+// request without a deadline. Stock client-go rides out 10s of resets, but
+// no refused connection: it does not retry a refused connection at all.
+// To ride out longer resets, raise the attempts, for example
+// WithRetryOptions(retry.WithMaxAttempts(6)):
 // waits of up to 0.1, 0.2, 0.4, 0.8 and 1.6s, at most 3.1s in all and about
 // 1.5s on average, within the caller's deadline; the retry budget keeps a
 // failing server from seeing more than about 1.2 times the requests plus 10

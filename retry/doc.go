@@ -58,7 +58,12 @@
 //     timed out before connecting, a temporary DNS failure, HTTP/2
 //     REFUSED_STREAM, a stream above the last stream ID of the server's
 //     GOAWAY. No token, as in gRPC's transparent retry: the retry adds no
-//     load. [WithMaxAttempts] still bounds it.
+//     load. When the request's context has a deadline, such a request is
+//     sent again past [WithMaxAttempts] while the deadline allows, each
+//     retry past the bound taking a token: a server restarting behind its
+//     address refuses connections for seconds, longer than three quick
+//     attempts last, and a caller whose deadline outlasts the gap loses
+//     nothing. Without a deadline, WithMaxAttempts bounds it.
 //   - The connection was lost under the request: reset, EOF, broken pipe,
 //     "http2: client connection lost" or "force closed", a GOAWAY followed
 //     by the close. Over HTTP/2 this fails every request on the connection
@@ -92,8 +97,10 @@
 //     a client with no history can lose ten connections at once, and the
 //     floor pays for ten more each second.
 //   - Two connections lost a second apart: two tokens.
-//   - A server that is down (connection refused): no token; each request
-//     makes [DefaultMaxAttempts] dials and reaches no server.
+//   - A server that is down (connection refused): each request makes
+//     [DefaultMaxAttempts] dials for no token, then, if its context has a
+//     deadline, one dial per token until the deadline or the budget ends
+//     it; the floor pays for ten such dials a second across all requests.
 //   - A server that resets every new connection, or fails request after
 //     request: one token per retry. N requests over t seconds make at most
 //     (1+ratio)*N + floor*(1+t) attempts.

@@ -171,10 +171,27 @@ func (rt *roundTripper) mayRetry(req *http.Request, d Decision, rewindable bool)
 	switch {
 	case !rewindable:
 		return ReasonBodyNotRewindable
-	case d.Attempt >= rt.cfg.maxAttempts:
+	case d.Attempt >= rt.cfg.maxAttempts && !rt.untilDeadline(req, d):
 		return ReasonAttempts
 	}
 	return 0
+}
+
+// untilDeadline reports whether the attempt d may be retried past
+// WithMaxAttempts: it reached no server (a dial refused or unreachable, a
+// stream refused or left unprocessed by a graceful GOAWAY), the request's
+// context has a deadline, and retries are on. A server restarting behind
+// its address refuses connections for seconds; a caller who gave the
+// request longer than that loses nothing by the wait, and the server
+// nothing by the retries. Past the bound, each retry takes a budget token
+// (withdraw), so that a server down for long costs dials at the budget's
+// rate, not at every request's.
+func (rt *roundTripper) untilDeadline(req *http.Request, d Decision) bool {
+	if rt.cfg.maxAttempts < 2 || d.Err == nil || d.Class != NotSent || budgetCause(d.Err) != causeNoLoad {
+		return false
+	}
+	_, ok := req.Context().Deadline()
+	return ok
 }
 
 // classify classifies err with the configured classifier, except that a
@@ -206,7 +223,7 @@ func (rt *roundTripper) admit(ctx context.Context, d Decision, asked bool, faile
 
 // withdraw asks the budget for the retry after d (see the package
 // documentation, The retry budget): free if the request never reached a
-// server, one token shared with the connection's other requests if the
+// server (within WithMaxAttempts), one token shared with the connection's other requests if the
 // connection was lost under it (once per request: its later retries pay
 // their own), else one token.
 func (rt *roundTripper) withdraw(d Decision, failedOn roundtrip.ConnKey, known bool, shared *bool) bool {
@@ -219,7 +236,8 @@ func (rt *roundTripper) withdraw(d Decision, failedOn roundtrip.ConnKey, known b
 	}
 	switch c := budgetCause(d.Err); {
 	case c == causeNoLoad && d.Class == NotSent:
-		return true
+		// Free within WithMaxAttempts; past it (untilDeadline), a token.
+		return d.Attempt < rt.cfg.maxAttempts || b.withdraw()
 	case c == causeConnection && known && !*shared:
 		*shared = true
 		return b.withdrawShared(failedOn)

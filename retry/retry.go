@@ -85,7 +85,10 @@ func (c *config) fail(format string, args ...any) {
 }
 
 // WithMaxAttempts sets the number of attempts, the first included; 1
-// disables retries. Default: [DefaultMaxAttempts]. Must be at least 1.
+// disables retries. A request that reached no server and whose context
+// has a deadline is sent again past it while the deadline and the budget
+// allow (see the package documentation). Default: [DefaultMaxAttempts].
+// Must be at least 1.
 func WithMaxAttempts(n int) Option {
 	return optionFunc(func(c *config) {
 		c.maxAttempts = n
