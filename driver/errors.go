@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,7 +82,7 @@ func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "driver: %s sandbox", e.Op)
 	if e.Namespace != "" || e.Name != "" {
-		fmt.Fprintf(&b, " %s/%s", e.Namespace, e.Name)
+		fmt.Fprintf(&b, " %s/%s", cut(e.Namespace), cut(e.Name))
 	}
 	fmt.Fprintf(&b, ": %s", e.Kind)
 	if e.Err != nil {
@@ -100,6 +101,27 @@ func KindOf(err error) Kind {
 		return e.Kind
 	}
 	return 0
+}
+
+// maxShown is the most of a value from a request an error shows; a name
+// or namespace is at most 63 bytes when valid, and an invalid one can be
+// as long as the request that carried it.
+const maxShown = 64
+
+// cut returns v, or its first maxShown bytes and its length when longer.
+func cut(v string) string {
+	if len(v) <= maxShown {
+		return v
+	}
+	return fmt.Sprintf("%s... (%d bytes)", v[:maxShown], len(v))
+}
+
+// quoted returns v quoted, cut as [cut] cuts it.
+func quoted(v string) string {
+	if len(v) <= maxShown {
+		return strconv.Quote(v)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(v[:maxShown]), len(v))
 }
 
 func invalid(op, ns, name, format string, args ...any) *Error {

@@ -47,10 +47,10 @@ func validateTemplate(op, ns, name string, tmpl sandboxv1beta1.PodTemplate) *Err
 	seen := map[string]bool{}
 	for i, ctr := range containers {
 		if errs := validation.IsDNS1123Label(ctr.Name); len(errs) > 0 {
-			return invalid(op, ns, name, "%s[%d].name: %q is not a DNS label: %s", field, i, ctr.Name, errs[0])
+			return invalid(op, ns, name, "%s[%d].name: %s is not a DNS label: %s", field, i, quoted(ctr.Name), errs[0])
 		}
 		if seen[ctr.Name] {
-			return invalid(op, ns, name, "%s[%d].name: duplicate container name %q", field, i, ctr.Name)
+			return invalid(op, ns, name, "%s[%d].name: duplicate container name %s", field, i, quoted(ctr.Name))
 		}
 		seen[ctr.Name] = true
 	}
@@ -189,7 +189,7 @@ type notServedError struct {
 }
 
 func (e *notServedError) Error() string {
-	return fmt.Sprintf("unknown namespace %q: the driver serves %v", e.ns, e.served)
+	return fmt.Sprintf("unknown namespace %s: the driver serves %v", quoted(e.ns), e.served)
 }
 
 func (e *notServedError) Is(target error) bool { return target == ErrNotServed }
@@ -202,7 +202,7 @@ func (d *Driver) validate(op, ns, name string) *Error {
 		return invalid(op, ns, name, "empty sandbox name")
 	}
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		return invalid(op, ns, name, "sandbox name %q is not a DNS label: %s", name, errs[0])
+		return invalid(op, ns, name, "sandbox name %s is not a DNS label: %s", quoted(name), errs[0])
 	}
 	return nil
 }
