@@ -73,16 +73,46 @@ func decodeStrict(body io.Reader) (createRequest, error) {
 		return createRequest{}, fmt.Errorf("request body: %w", err)
 	}
 	if len(strict) > 0 {
-		// Every unknown or repeated field, on one line.
-		args := make([]any, len(strict))
-		for i, e := range strict {
-			args[i] = e
-		}
-		format := "request body: " + strings.TrimSuffix(strings.Repeat("%w; ", len(strict)), "; ")
-		return createRequest{}, fmt.Errorf(format, args...)
+		return createRequest{}, strictError(strict)
 	}
 	return req, nil
 }
+
+// maxStrict is how many unknown or repeated fields an answer names.
+const maxStrict = 5
+
+// strictError names the body's first unknown or repeated fields on one
+// line, each cut as [quoteValue] cuts a value, and counts the rest: a body
+// of a megabyte of unknown fields gets an answer of a few hundred bytes.
+// errors.Is and errors.As find every field's error.
+func strictError(strict []error) error {
+	var b strings.Builder
+	b.WriteString("request body: ")
+	for i, e := range strict[:min(len(strict), maxStrict)] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		msg := e.Error()
+		if len(msg) > 2*maxQuoted {
+			msg = fmt.Sprintf("%s... (%d bytes)", msg[:2*maxQuoted], len(msg))
+		}
+		b.WriteString(msg)
+	}
+	if n := len(strict) - maxStrict; n > 0 {
+		fmt.Fprintf(&b, "; and %d more", n)
+	}
+	return &joinedError{msg: b.String(), errs: strict}
+}
+
+// joinedError is a message over errors that errors.Is and errors.As
+// search, each of them.
+type joinedError struct {
+	msg  string
+	errs []error
+}
+
+func (e *joinedError) Error() string   { return e.msg }
+func (e *joinedError) Unwrap() []error { return e.errs }
 
 // bodyError is a request body that could not be read, other than one
 // over the limit: the client stopped sending it within -read-timeout, or

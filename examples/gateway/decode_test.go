@@ -5,6 +5,7 @@ import (
 	"encoding"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -230,6 +231,16 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
+// manyFields is a create body with n unknown fields, f0 to f(n-1).
+func manyFields(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"name":"alpha"`)
+	for i := range n {
+		fmt.Fprintf(&b, `,"f%d":%d`, i, i)
+	}
+	return b.String() + "}"
+}
+
 // TestDecodeCreate: what decodeCreate accepts, and the words it refuses
 // the rest with.
 func TestDecodeCreate(t *testing.T) {
@@ -250,6 +261,8 @@ func TestDecodeCreate(t *testing.T) {
 		{`{"name" 5}`, "request body: invalid character '5' after object key"},
 		{" \n", "request body is empty: want a JSON object"},
 		{`"alpha"`, "request body is not a JSON object"},
+		{manyFields(7), `request body: unknown field "f0"; unknown field "f1"; unknown field "f2"; unknown field "f3"; unknown field "f4"; and 2 more`},
+		{`{"` + strings.Repeat("k", 1000) + `":1}`, `request body: unknown field "` + strings.Repeat("k", 2*maxQuoted-15) + `... (1016 bytes)`},
 	}
 	for _, tt := range tests {
 		_, err := decodeCreate("team-a", strings.NewReader(tt.give))
@@ -263,6 +276,15 @@ func TestDecodeCreate(t *testing.T) {
 	assert.EqualError(t, err, "driver: create sandbox team-a/: invalid argument: request body is larger than 1048576 bytes (1 MiB): http: request body too large")
 	_, err = decodeCreate("team-a", http.MaxBytesReader(httptest.NewRecorder(), io.NopCloser(strings.NewReader(strings.Repeat(" ", maxBody-2)+"{}")), maxBody))
 	assert.NoError(t, err, "a body of exactly the limit")
+
+	// Unknown fields by the thousand: a short answer, and every field
+	// error the decoder kept (it keeps the first 100) found by errors.As.
+	_, err = decodeCreate("team-a", strings.NewReader(manyFields(50000)))
+	assert.Less(t, len(err.Error()), 512)
+	assert.Contains(t, err.Error(), "; and 95 more")
+	var fieldErrs interface{ Unwrap() []error }
+	require.ErrorAs(t, err, &fieldErrs)
+	assert.Len(t, fieldErrs.Unwrap(), 100)
 
 	broken := errors.New("connection broke")
 	_, err = decodeCreate("team-a", iotest.ErrReader(broken))
