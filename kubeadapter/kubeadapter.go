@@ -438,6 +438,9 @@ func givenUp(err error) *retry.Error {
 // layer: it stores the retry error of a request the stack gave up on in
 // the request's acting context, before any call middleware above can
 // format it into text that client-go would take for a lost connection.
+// A call middleware may call the stack more than once for one request (a
+// retry or a failover of its own): what counts is the last call, so every
+// call stores its outcome, nil when the stack did not give up on it.
 func recordGiveUp(next http.RoundTripper) http.RoundTripper {
 	return &giveUpRecorder{wrap(next)}
 }
@@ -446,12 +449,12 @@ type giveUpRecorder struct{ wrapped }
 
 func (g *giveUpRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := g.next.RoundTrip(req)
-	if err != nil {
-		if re := givenUp(err); re != nil {
-			if a := actingFor(req.Context()); a != nil {
-				a.gaveUp.Store(re)
-			}
+	if a := actingFor(req.Context()); a != nil {
+		var re *retry.Error
+		if err != nil {
+			re = givenUp(err) // not on success: errors.As allocates
 		}
+		a.gaveUp.Store(re)
 	}
 	return resp, err
 }
