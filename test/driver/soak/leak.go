@@ -1,32 +1,60 @@
 package soak
 
 import (
+	"bufio"
 	"fmt"
-	"os"
-	"runtime"
-	"runtime/pprof"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"time"
 )
 
-// Snapshot is what a leak would grow: goroutines, open file descriptors,
-// and the live heap after a collection.
+// Snapshot is what a leak of the gateway process would grow, as its
+// /metrics reports it: goroutines, open file descriptors, and the heap in
+// use. The process is not asked to collect garbage first, so the heap is
+// what the last collection left plus what was allocated since.
 type Snapshot struct {
 	Goroutines int    `json:"goroutines"`
 	FDs        int    `json:"fds"`
 	HeapBytes  uint64 `json:"heapBytes"`
 }
 
-// TakeSnapshot measures this process now.
-func TakeSnapshot() Snapshot {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	fds := -1
-	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
-		fds = len(ents)
+// The gauges of a [Snapshot]: client_golang's Go and process collectors.
+const (
+	metricGoroutines = "go_goroutines"
+	metricFDs        = "process_open_fds"
+	metricHeap       = "go_memstats_heap_inuse_bytes"
+)
+
+// TakeSnapshot reads the gateway's /metrics through h.
+func TakeSnapshot(h http.Handler) (Snapshot, error) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		return Snapshot{}, fmt.Errorf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
-	return Snapshot{Goroutines: runtime.NumGoroutine(), FDs: fds, HeapBytes: m.HeapAlloc}
+	got := map[string]float64{}
+	sc := bufio.NewScanner(rec.Body)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		switch name {
+		case metricGoroutines, metricFDs, metricHeap:
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if !ok || err != nil {
+			return Snapshot{}, fmt.Errorf("GET /metrics: line %q", sc.Text())
+		}
+		got[name] = v
+	}
+	for _, name := range []string{metricGoroutines, metricFDs, metricHeap} {
+		if _, ok := got[name]; !ok {
+			return Snapshot{}, fmt.Errorf("GET /metrics: no %s", name)
+		}
+	}
+	return Snapshot{Goroutines: int(got[metricGoroutines]), FDs: int(got[metricFDs]), HeapBytes: uint64(got[metricHeap])}, nil
 }
 
 // Tolerance is how much a snapshot may exceed another before it counts as
@@ -53,31 +81,31 @@ func (s Snapshot) Growth(end Snapshot, tol Tolerance) []string {
 	return out
 }
 
-// Settle takes snapshots until none grew beyond tol from start, or until
-// timeout, and returns the last: goroutines and connections that are
-// shutting down get the time to finish.
-func Settle(start Snapshot, tol Tolerance, timeout time.Duration) Snapshot {
+// Settle takes snapshots through h until none grew beyond tol from start,
+// or until timeout, and returns the last: goroutines and connections that
+// are shutting down get the time to finish.
+func Settle(h http.Handler, start Snapshot, tol Tolerance, timeout time.Duration) (Snapshot, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		s := TakeSnapshot()
-		if len(start.Growth(s, tol)) == 0 || time.Now().After(deadline) {
-			return s
+		s, err := TakeSnapshot(h)
+		if err != nil || len(start.Growth(s, tol)) == 0 || time.Now().After(deadline) {
+			return s, err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// steady takes snapshots until the goroutine count has not changed for a
-// second (ten seconds at most): a baseline taken while the controllers
-// beside the gateway are still starting would count their goroutines as
-// the gateway's.
-func steady() Snapshot {
-	s := TakeSnapshot()
+// steady takes snapshots through h until the goroutine count has not
+// changed for a second (ten seconds at most): a baseline taken while the
+// gateway's informers are still starting would count their goroutines as
+// growth.
+func steady(h http.Handler) (Snapshot, error) {
+	s, err := TakeSnapshot(h)
 	since := time.Now()
-	for deadline := since.Add(10 * time.Second); time.Now().Before(deadline); {
+	for deadline := since.Add(10 * time.Second); err == nil && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
-		n := TakeSnapshot()
-		if n.Goroutines != s.Goroutines {
+		var n Snapshot
+		if n, err = TakeSnapshot(h); n.Goroutines != s.Goroutines {
 			since = time.Now()
 		}
 		s = n
@@ -85,18 +113,7 @@ func steady() Snapshot {
 			break
 		}
 	}
-	return s
-}
-
-// dumpGoroutines writes every goroutine's stack, grouped, to path: what a
-// leak report points at.
-func dumpGoroutines(path string) {
-	f, err := os.Create(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+	return s, err
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
