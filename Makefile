@@ -218,7 +218,7 @@ fmt: ## gofmt -w the repository
 	gofmt -w .
 
 # The soak: the gateway under mixed connection faults and a kube-apiserver
-# restart, judged against the API server's audit log (examples/gateway/internal/soak). `make
+# restart, judged against the API server's audit log (test/driver/soak). `make
 # test` runs it for 30 seconds with a fixed seed (TestSoak); this runs it
 # for SOAK_DURATION with SOAK_SEED and every fault, and keeps the history,
 # the audit log and the report in SOAK_OUT.
@@ -228,7 +228,7 @@ SOAK_OUT ?= $(abspath $(shell $(GO) env GOCACHE)/../kubewire-soak)/$(SOAK_SEED)
 SOAK_FLAGS ?=
 
 soak: envtest ## the gateway under connection faults for SOAK_DURATION (10m), checked against the audit log
-	$(TEST_ENV) $(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./examples/gateway \
+	$(TEST_ENV) $(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./test/driver/soak \
 		-args -soak.duration=$(SOAK_DURATION) -soak.seed=$(SOAK_SEED) -soak.out=$(SOAK_OUT) $(SOAK_FLAGS)
 
 # Every target with a "## " comment on its rule's line, one line each.

@@ -88,7 +88,7 @@ func reply(w http.ResponseWriter, code int, body any) {
 }
 
 // fail answers err with its status and {"kind", "error", "id"}: error is
-// [publicMessage]'s, id a fresh request ID, also in the X-Request-Id
+// [publicMessage]'s, id the request's ID, also in the X-Request-Id
 // header, under which the whole chain is logged. The chain stays in the
 // log because a transport error names the API server's URL and the
 // addresses of its connection, which are no business of an HTTP caller.
@@ -99,7 +99,7 @@ func reply(w http.ResponseWriter, code int, body any) {
 // socket's buffer: what fails is a write past its deadline, or to a
 // connection already broken.
 func fail(w http.ResponseWriter, r *http.Request, log logr.Logger, err error) {
-	id := newRequestID(w)
+	id := requestID(w, r)
 	code := statusOf(err)
 	kv := []any{"id", id, "method", r.Method, "path", logPath(r), "status", code}
 	if name := userName(r); name != "" {
@@ -115,9 +115,13 @@ func fail(w http.ResponseWriter, r *http.Request, log logr.Logger, err error) {
 	}
 }
 
-// newRequestID returns a fresh request ID, set in w's X-Request-Id header.
-func newRequestID(w http.ResponseWriter) string {
-	id := rand.Text()
+// requestID returns r's request ID ([withRequestIDs]), or a fresh one if
+// it carries none, set in w's X-Request-Id header.
+func requestID(w http.ResponseWriter, r *http.Request) string {
+	id, ok := requestIDFrom(r.Context())
+	if !ok {
+		id = rand.Text()
+	}
 	w.Header().Set("X-Request-Id", id)
 	return id
 }
@@ -184,7 +188,7 @@ func publicMessage(err error) string {
 // the id, with the caller's user name when it is known; the log line says
 // whether the answer was written, as fail's does.
 func refuse(w http.ResponseWriter, r *http.Request, log logr.Logger, code int, kind, msg string, cause error) {
-	id := newRequestID(w)
+	id := requestID(w, r)
 	kv := []any{"id", id, "method", r.Method, "path", logPath(r), "status", code}
 	if name := userName(r); name != "" {
 		kv = append(kv, "user", name)

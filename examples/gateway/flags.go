@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kubewire/kubewire/kubeadapter"
 )
 
 // config is the gateway's flags, parsed and checked.
@@ -31,6 +33,9 @@ type config struct {
 	tlsKey         string
 	audiences      string
 	insecureListen bool
+	apiTimeout     time.Duration
+	pingAfter      time.Duration // 0: client-go's HTTP/2 health check
+	pingTimeout    time.Duration
 }
 
 // parseFlags parses args as the gateway's flags and checks them. When they
@@ -59,6 +64,9 @@ func parseFlags(args []string, stderr io.Writer) (config, bool) {
 	fs.StringVar(&c.tlsKey, "tls-key-file", "", "the private key (PEM) of -tls-cert-file")
 	fs.StringVar(&c.audiences, "token-audiences", "", "comma-separated audiences a caller's token must be issued for (kubectl create token --audience); default: the API server's, so that a caller's token also works against the API server")
 	fs.BoolVar(&c.insecureListen, "insecure-listen", false, "serve a -listen address other than loopback without TLS or without -authenticate: whoever on the network reaches it reads the traffic, or acts with the gateway's rights")
+	fs.DurationVar(&c.apiTimeout, "api-timeout", kubeadapter.DefaultTimeout, "how long each attempt of an API server call may take before it is cut off and, if safe, retried")
+	fs.DurationVar(&c.pingAfter, "api-ping-after", 0, "with -api-ping-timeout: ping an HTTP/2 connection to the API server after this long without frames, and close it if the ping is unanswered within -api-ping-timeout, so a dead connection is found in their sum (default: client-go's, 30s and 15s)")
+	fs.DurationVar(&c.pingTimeout, "api-ping-timeout", 0, "see -api-ping-after")
 	if err := fs.Parse(args); err != nil {
 		return c, false
 	}
@@ -85,11 +93,15 @@ func (c config) check(stderr io.Writer) bool {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"shutdown-grace", c.grace}, {"read-timeout", c.readTimeout}, {"request-timeout", c.requestTimeout}, {"write-timeout", c.writeTimeout}, {"idle-timeout", c.idleTimeout}} {
+	}{{"shutdown-grace", c.grace}, {"read-timeout", c.readTimeout}, {"request-timeout", c.requestTimeout}, {"write-timeout", c.writeTimeout}, {"idle-timeout", c.idleTimeout}, {"api-timeout", c.apiTimeout}} {
 		if f.d <= 0 {
 			fmt.Fprintf(stderr, "gateway: -%s must be positive, got %v\n", f.name, f.d)
 			return false
 		}
+	}
+	if c.pingAfter < 0 || c.pingTimeout < 0 || (c.pingAfter == 0) != (c.pingTimeout == 0) {
+		fmt.Fprintf(stderr, "gateway: -api-ping-after %v and -api-ping-timeout %v go together, both positive\n", c.pingAfter, c.pingTimeout)
+		return false
 	}
 	if c.readTimeout >= c.writeTimeout {
 		// A body that stops coming is answered 408 when -read-timeout,

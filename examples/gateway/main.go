@@ -68,6 +68,16 @@
 // misspelled or repeated field, or anything after the object, is refused
 // with 400 before anything is sent.
 //
+// Each API request the gateway makes carries, as its Audit-ID, the ID of
+// the caller's request it serves: the caller's X-Request-Id if it sent
+// one of at most 64 letters, digits, '-', '_', '.', ':' or '/', else a fresh
+// one. The gateway answers with it in X-Request-Id, so the API server's
+// audit log files every request of one call under an ID its caller knows.
+// -api-timeout (default 30s) bounds each attempt of an API call;
+// -api-ping-after and -api-ping-timeout set the HTTP/2 health check that
+// finds a dead connection to the API server (default: client-go's, about
+// 45s). A gateway on a lossy network may want both lower.
+//
 // An error answers with the HTTP status of the driver error's kind (413
 // for a request body over 1 MiB, 408 for one that did not arrive within
 // -read-timeout) and a body {"kind": "...", "error": "...", "id": "..."};
@@ -101,6 +111,7 @@ import (
 	"github.com/kubewire/kubewire/driver/reconciler"
 	"github.com/kubewire/kubewire/examples/gateway/internal/redact"
 	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/metrics"
 )
 
 func main() {
@@ -132,9 +143,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	stderr = redact.Writer{W: stderr, Host: cfg.Host}
 	log := logr.FromSlogHandler(slog.NewTextHandler(stderr, nil))
 	reg, m, rm := newRegistry()
-	// kubewire's stack, with the gateway's observer and logger: the
-	// driver keeps a stack the config carries, and its options.
-	if err := kubeadapter.Apply(cfg, kubeadapter.WithObserver(m), kubeadapter.WithLogger(log)); err != nil {
+	// kubewire's stack, with the gateway's observer, logger and API
+	// timeouts: the driver keeps a stack the config carries, and its
+	// options.
+	// Each API request carries its caller's request ID as its Audit-ID.
+	cfg.Wrap(auditIDs)
+	if err := kubeadapter.Apply(cfg, stackOptions(c, m, log)...); err != nil {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		return 2
 	}
@@ -187,4 +201,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	// The driver is closed (deferred) once serve has shut the server and
 	// the reconciler down.
 	return serve(ctx, c, newHandler(d, reg, log, g, rec.Synced), rec, log, stderr)
+}
+
+// stackOptions are the options of kubewire's stack that c's flags and the
+// gateway's observer m and logger choose.
+func stackOptions(c config, m *metrics.Metrics, log logr.Logger) []kubeadapter.Option {
+	opts := []kubeadapter.Option{kubeadapter.WithObserver(m), kubeadapter.WithLogger(log), kubeadapter.WithTimeout(c.apiTimeout)}
+	if c.pingAfter > 0 {
+		opts = append(opts, kubeadapter.WithHTTP2Health(c.pingAfter, c.pingTimeout))
+	}
+	return opts
 }

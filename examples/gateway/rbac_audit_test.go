@@ -69,11 +69,15 @@ func readAudit(path, markerNS, user string) (_ []auditv1.Event, marked bool, _ e
 		if ev.User.Username != user {
 			continue
 		}
-		if i, ok := byID[string(ev.AuditID)]; ok {
+		// The stages of one request share its Audit-ID, and so do the
+		// requests the gateway makes for one call of its own: the ID, the
+		// time received and the request tell one request's stages apart.
+		id := fmt.Sprintf("%s %s %s %s", ev.AuditID, ev.RequestReceivedTimestamp.Format(time.RFC3339Nano), ev.Verb, ev.RequestURI)
+		if i, ok := byID[id]; ok {
 			out[i] = ev
 			continue
 		}
-		byID[string(ev.AuditID)] = len(out)
+		byID[id] = len(out)
 		out = append(out, ev)
 	}
 }

@@ -102,7 +102,7 @@ func newHandler(d *driver.Driver, reg prometheus.Gatherer, log logr.Logger, g *g
 	top.HandleFunc("GET /livez", alive)
 	top.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { health(w, ready == nil || ready()) })
 	top.Handle("/", checkPath(log, g.authenticate(mux)))
-	return top
+	return withRequestIDs(top)
 }
 
 // health answers a health check: 200 "ok", or 503 "not ready".

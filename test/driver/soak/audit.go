@@ -13,7 +13,6 @@ import (
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/kubeadapter"
 )
 
@@ -209,7 +208,8 @@ func OpFromContext(ctx context.Context) (string, bool) {
 	return op, ok
 }
 
-// Stamp is a client-go WrapperFunc: it sets the Audit-ID header of every
+// Stamp is a client-go WrapperFunc, for the soak's own clients (the
+// gateway's requests are stamped by [apiProxy]): it sets the Audit-ID header of every
 // request whose context carries an operation ([ContextWithOp]) to
 // [AuditID] of that operation, marked when kubeadapter.Resendable
 // (Kubernetes' rule, which the gateway's stack retries by) says the
@@ -218,10 +218,25 @@ func OpFromContext(ctx context.Context) (string, bool) {
 // and every request of one operation, is found under its operation in the
 // audit log. Other requests pass unchanged.
 func Stamp(next http.RoundTripper) http.RoundTripper {
-	return &stamp{Wrapped: roundtrip.Wrap(next)}
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &stamp{Next: next}
 }
 
-type stamp struct{ roundtrip.Wrapped }
+type stamp struct{ Next http.RoundTripper }
+
+// WrappedRoundTripper returns the RoundTripper beneath, as client-go's
+// wrappers do.
+func (s *stamp) WrappedRoundTripper() http.RoundTripper { return s.Next }
+
+// CloseIdleConnections closes the idle connections of the RoundTripper
+// beneath.
+func (s *stamp) CloseIdleConnections() {
+	if c, ok := s.Next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
 
 func (s *stamp) RoundTrip(req *http.Request) (*http.Response, error) {
 	op, ok := OpFromContext(req.Context())

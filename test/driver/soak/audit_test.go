@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,14 @@ import (
 	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines, then removes the gateway the
+// soak built.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		Cleanup()
+		os.Exit(code)
+	}))
+}
 
 // A delete as kube-apiserver v1.37 logs it under AuditPolicy, a watch at
 // the Metadata level, and the ResponseStarted stage the policy omits (a

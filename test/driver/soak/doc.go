@@ -7,7 +7,8 @@
 //
 // [Run] starts kube-apiserver and etcd (envtest) with [AuditPolicy], the
 // agent-sandbox controller and a fake kubelet, a fault proxy in front of
-// the API server and the gateway behind it. Clients ([Config.Clients])
+// the API server and the gateway behind it ([Process]: examples/gateway
+// run as a process). Clients ([Config.Clients])
 // each own a few sandboxes and send create, stop, start, delete and get
 // through the gateway's HTTP API; an administrator changes the fence
 // directly. Faults come from a plan drawn from the seed ([Config.Seed]),
@@ -20,9 +21,10 @@
 //
 // # Correlation
 //
-// Each operation has an ID. The gateway hands it, through the request
-// context ([Handler], [ContextWithOp]), to every API request it makes for the
-// operation, and [Stamp] sends it as the Audit-ID header. kube-apiserver
+// Each operation has an ID, sent as its call's X-Request-Id ([OpHeader]).
+// The gateway sends it as the Audit-ID of every API request it makes for
+// the operation, and a proxy between the fault proxy and the API server
+// marks it with kubeadapter.Resendable's answer. kube-apiserver
 // records a client's Audit-ID as it is, and accepts the same one on many
 // requests (k8s.io/apiserver's WithAuditInit), so the audit log files every
 // request of an operation, and every copy of one, under the operation.
@@ -52,8 +54,8 @@
 //     change of intent in the record is someone's, and no sandbox runs
 //     outside the final fence once the reconciler converged.
 //   - Amplification (API requests per operation), latency with and without
-//     a fault window overlapping the operation, and goroutines, open files
-//     and heap before and after.
+//     a fault window overlapping the operation, and the gateway process's
+//     goroutines, open files and heap from its /metrics, before and after.
 //
 // The record orders versions by resourceVersion, which kube-apiserver
 // takes from etcd's revision, one sequence for the cluster. A write whose

@@ -44,9 +44,9 @@ func (r *Report) Table() string {
 	row("latency without faults p50/p99", fmt.Sprintf("%.1f / %.1f ms (%d ops)", res.LatencyClean.P50, res.LatencyClean.P99, res.LatencyClean.N), "")
 	row("latency under faults p50/p99", fmt.Sprintf("%.1f / %.1f ms (%d ops)", res.LatencyFaulted.P50, res.LatencyFaulted.P99, res.LatencyFaulted.N), "")
 	row("gateway background requests", background(res.Background), "")
-	row("goroutines start/end (before/after)", fmt.Sprintf("%d/%d (%d/%d)", r.Start.Goroutines, r.End.Goroutines, r.Before.Goroutines, r.After.Goroutines), fmt.Sprintf("+%d at most", r.Tolerance.Goroutines))
-	row("open fds start/end (before/after)", fmt.Sprintf("%d/%d (%d/%d)", r.Start.FDs, r.End.FDs, r.Before.FDs, r.After.FDs), fmt.Sprintf("+%d at most", r.Tolerance.FDs))
-	row("heap start/end (before/after)", fmt.Sprintf("%s/%s (%s/%s)", mib(r.Start.HeapBytes), mib(r.End.HeapBytes), mib(r.Before.HeapBytes), mib(r.After.HeapBytes)), "+"+mib(r.Tolerance.HeapBytes)+" at most")
+	row("gateway goroutines start/end", fmt.Sprintf("%d/%d", r.Start.Goroutines, r.End.Goroutines), fmt.Sprintf("+%d at most", r.Tolerance.Goroutines))
+	row("gateway open fds start/end", fmt.Sprintf("%d/%d", r.Start.FDs, r.End.FDs), fmt.Sprintf("+%d at most", r.Tolerance.FDs))
+	row("gateway heap in use start/end", fmt.Sprintf("%s/%s", mib(r.Start.HeapBytes), mib(r.End.HeapBytes)), "+"+mib(r.Tolerance.HeapBytes)+" at most")
 	_ = tw.Flush()
 	for _, v := range res.Violations {
 		fmt.Fprintf(&b, "VIOLATION %s %s %s: %s\n", v.Kind, v.Name, v.Op, v.Detail)

@@ -20,20 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// OpHeader carries a client operation's ID to the gateway, which hands it
-// to its API requests through [ContextWithOp] (see [Handler]).
-const OpHeader = "X-Soak-Op"
-
-// Handler serves h with each request's context carrying the operation its
-// [OpHeader] names.
-func Handler(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if op := r.Header.Get(OpHeader); op != "" {
-			r = r.WithContext(ContextWithOp(r.Context(), op))
-		}
-		h.ServeHTTP(w, r)
-	})
-}
+// OpHeader carries a client operation's ID to the gateway, which sends
+// it as the Audit-ID of every API request it makes for the operation.
+const OpHeader = "X-Request-Id"
 
 // belief is what a client believes of one of its sandboxes.
 type belief int

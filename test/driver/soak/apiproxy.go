@@ -1,0 +1,148 @@
+package soak
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync/atomic"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/kubewire/kubewire/kubeadapter"
+)
+
+// apiProxy is the API server as the gateway process sees it: an HTTPS
+// server (HTTP/2) that forwards every request to the real API server as
+// the gateway's user. It stands behind the fault proxy, so the faults act
+// on the gateway's own connections, and it does what an in-process hook
+// under the gateway's stack did before:
+//
+//   - It marks the Audit-ID of an operation's request (the gateway sends
+//     the operation's ID as it is) with [kubeadapter.Resendable]'s answer
+//     on the bytes the gateway sent, which the checker needs to tell a
+//     violation from a permitted re-send.
+//   - With resendPOST, it is a deliberately broken hop that sends every
+//     POST twice, whatever the first did, and answers with the first
+//     answer it got: the duplicates the checker must catch.
+//
+// An upstream dial that fails (the API server restarting) is answered 503
+// with Retry-After, as kube-apiserver answers while it shuts down: nothing
+// was sent. Any other upstream failure cuts the gateway's stream, which
+// is what a lost connection looks like from its side.
+type apiProxy struct {
+	srv        *httptest.Server
+	upstream   http.RoundTripper
+	host       string
+	resendPOST bool
+	resent     atomic.Int32
+}
+
+// newAPIProxy starts an apiProxy to user's API server, until tb ends.
+func newAPIProxy(tb testing.TB, user *rest.Config, resendPOST bool) *apiProxy {
+	tb.Helper()
+	rt, err := rest.TransportFor(user)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u, err := url.Parse(user.Host)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &apiProxy{upstream: rt, host: u.Host, resendPOST: resendPOST}
+	p.srv = httptest.NewUnstartedServer(p)
+	p.srv.EnableHTTP2 = true
+	p.srv.StartTLS()
+	tb.Cleanup(func() {
+		p.srv.Close()
+		if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+		}
+	})
+	return p
+}
+
+// config is the gateway's config for p: its address and CA, and no
+// credentials, which p adds.
+func (p *apiProxy) config() *rest.Config {
+	cert := p.srv.Certificate()
+	return &rest.Config{
+		Host:            p.srv.URL,
+		TLSClientConfig: rest.TLSClientConfig{CAData: pemCert(cert.Raw)},
+	}
+}
+
+func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	out := p.outbound(r, body)
+	resp, err := p.upstream.RoundTrip(out)
+	if p.resendPOST && r.Method == http.MethodPost {
+		p.resent.Add(1)
+		again, err2 := p.upstream.RoundTrip(p.outbound(r, body))
+		switch {
+		case err != nil:
+			resp, err = again, err2
+		case err2 == nil:
+			_ = again.Body.Close()
+		}
+	}
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503,"message":"the API server is restarting"}`)
+			return
+		}
+		panic(http.ErrAbortHandler)
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	// Watches stream: every chunk goes on at once.
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			_ = rc.Flush()
+		}
+		if rerr == io.EOF {
+			return
+		}
+		if rerr != nil {
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+// outbound is r as p sends it upstream, with a body of its own that
+// [kubeadapter.Resendable] can read, and the Audit-ID marked.
+func (p *apiProxy) outbound(r *http.Request, body []byte) *http.Request {
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	out.URL.Scheme, out.URL.Host, out.Host = "https", p.host, ""
+	out.ContentLength = int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.Body, _ = out.GetBody()
+	if len(body) == 0 {
+		out.Body, out.GetBody = http.NoBody, nil
+	}
+	if op, _, ok := ParseAuditID(r.Header.Get("Audit-ID")); ok {
+		out.Header.Set("Audit-ID", AuditID(op, kubeadapter.Resendable(out)))
+	}
+	return out
+}
