@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,10 +47,43 @@ type Options struct {
 	// server runs.
 	CRDPaths []string
 	// APIServerArgs are kube-apiserver flags, by name without dashes, set
-	// over the defaults.
+	// over the defaults, those of an HA control plane and those of
+	// GoawayChance and ShutdownDelay included.
 	APIServerArgs map[string]string
 	// APIServerOutput receives the processes' output; nil discards it.
 	APIServerOutput io.Writer
+
+	// Replicas is the number of kube-apiservers; 0 is 1. Two or more make
+	// an HA control plane behind a load balancer (see the package doc).
+	Replicas int
+	// HealthCheckInterval is the load balancer's time between health
+	// checks of a replica (GET /readyz on a new connection, which fails
+	// without a 200 within the interval or 1s, whichever is longer); 0 is
+	// [DefaultHealthCheckInterval] (1s). Only with Replicas of 2 or more.
+	HealthCheckInterval time.Duration
+	// UnhealthyThreshold is how many consecutive failed checks mark a
+	// replica out; 0 is [DefaultUnhealthyThreshold] (2, as the network
+	// load balancers of AWS and Google Cloud default to: one check slow on
+	// a busy machine does not mark a replica out). Only with Replicas of 2
+	// or more.
+	UnhealthyThreshold int
+	// HealthyThreshold is how many consecutive passed checks mark it back
+	// in; 0 is [DefaultHealthyThreshold] (1). Only with Replicas of 2 or
+	// more.
+	HealthyThreshold int
+	// GoawayChance is kube-apiserver's --goaway-chance: the fraction of
+	// HTTP/2 requests whose connection it closes with a GOAWAY, so that
+	// clients spread over the replicas again (0 to 0.02; HA clusters use
+	// 0.001 to 0.02). 0 leaves the flag unset, and kube-apiserver's default
+	// is off.
+	GoawayChance float64
+	// ShutdownDelay is kube-apiserver's --shutdown-delay-duration: how long
+	// it keeps serving after SIGTERM while /readyz fails. 0 leaves the flag
+	// unset with one replica (kube-apiserver's default is 0); with two or
+	// more it is set long enough for the load balancer to mark a stopping
+	// replica out first: (UnhealthyThreshold+1) × HealthCheckInterval + 1s,
+	// 4s with the defaults.
+	ShutdownDelay time.Duration
 }
 
 // Start starts the API server if KUBEBUILDER_ASSETS is set. Call it from
@@ -63,11 +97,23 @@ func Start(crdPaths ...string) *Env {
 // [Env.RestartAPIServer] brings it back with the same ones.
 func StartWith(o Options) *Env {
 	e := &Env{}
+	if e.err = o.validate(); e.err != nil {
+		return e
+	}
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
 		return e
 	}
-	e.cp, e.err = startControlPlane(controlPlaneOptions{BinDir: dir, Args: o.APIServerArgs, Output: o.APIServerOutput})
+	args := o.APIServerArgs
+	if typed := o.typedArgs(); len(typed) > 0 {
+		maps.Copy(typed, args)
+		args = typed
+	}
+	cpo := controlPlaneOptions{BinDir: dir, Args: args, Output: o.APIServerOutput}
+	if o.Replicas > 1 {
+		cpo.Replicas, cpo.Balancer = o.Replicas, o.balancerConfig()
+	}
+	e.cp, e.err = startControlPlane(cpo)
 	if e.err != nil {
 		e.err = fmt.Errorf("starting kube-apiserver and etcd from KUBEBUILDER_ASSETS=%s: %w", dir, e.err)
 		return e
@@ -89,7 +135,8 @@ func (e *Env) Stop() error {
 // RestartAPIServer stops kube-apiserver and starts it again on the same
 // etcd, address and certificates, as an upgrade or a crash-and-restart
 // does; clients keep their configs. It returns once the new process is
-// healthy.
+// healthy. In an HA control plane it is [Env.RollingRestart] with
+// [Graceful]: an upgrade, which its clients need not notice.
 func (e *Env) RestartAPIServer() error {
 	return e.cp.restartAPIServer()
 }
