@@ -8,6 +8,50 @@
 // client-go release kubeadapter supports (controller-runtime's envtest
 // would pin client-go to its own release). The agent-sandbox half is
 // [github.com/kubewire/kubewire/test/sandboxtest].
+//
+// # An HA control plane
+//
+// [Options.Replicas] of 2 or more starts that many kube-apiservers on one
+// etcd, as a highly available cluster runs them: each on its own port, all
+// with the same certificates, service-account signing key and issuer, so
+// that any of them serves any client. In front of them is a load balancer
+// on 127.0.0.1, the one address of [Env.Config], [Env.AddUser] and
+// [WriteKubeconfig]; the serving certificate, for 127.0.0.1, is valid for
+// it too. It behaves as a cloud's network load balancer does:
+//
+//   - It forwards TCP and sees no TLS: each new connection goes to the next
+//     replica in round robin, and stays there.
+//   - Every [Options.HealthCheckInterval] it checks each replica's /readyz
+//     on a new connection. [Options.UnhealthyThreshold] failures in a row
+//     (2) mark a replica out; [Options.HealthyThreshold] passes (1) mark it
+//     back in. Until then a replica that is gone still gets new
+//     connections, which the balancer resets: a crash is visible to new
+//     connections for up to UnhealthyThreshold intervals.
+//   - A replica out gets no new connections; the balancer cuts none of its
+//     existing ones (the replica does). With every replica out, new
+//     connections are reset at once.
+//
+// [Env.Balancer] reads its counters. [Env.StopReplica],
+// [Env.StartReplica], [Env.RestartReplica] and [Env.RollingRestart]
+// stop replicas with SIGTERM ([Graceful]) or SIGKILL ([Kill]);
+// [Env.RestartAPIServer] is a graceful rolling restart.
+//
+// Each replica gets --shutdown-send-retry-after=true and a
+// --shutdown-delay-duration longer than the balancer takes to mark it out
+// ([Options.ShutdownDelay]), as a cluster's upgrade needs. After SIGTERM
+// a replica fails /readyz at once but serves normally for the delay; then
+// it answers requests that arrive while others drain 429 with
+// Retry-After: 5 and Connection: close, sends its connections a GOAWAY,
+// stops listening and exits, a second or so later. A client whose
+// connection was on it moves to another replica on its next request; one
+// that meets the 429 waits the 5 seconds first, as client-go does.
+// [Options.GoawayChance] sets --goaway-chance, which closes a client's
+// HTTP/2 connection after a response now and then, so that clients spread
+// over the replicas again.
+//
+// The replicas share one host, so they share the identity lease named
+// after its hostname and advertise one address for the kubernetes
+// Service: no test should rely on either.
 package kubetest
 
 import (
