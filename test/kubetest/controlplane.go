@@ -178,8 +178,8 @@ func startControlPlane(o controlPlaneOptions) (_ *controlPlane, err error) {
 	}
 }
 
-// launch starts etcd and kube-apiserver on fresh ports; if either fails it
-// stops both.
+// launch starts etcd and the kube-apiservers on fresh ports; if any fails
+// it stops them all.
 func (c *controlPlane) launch(ctx context.Context, certDir string, extra map[string]string) error {
 	ports, err := freePorts(2 + len(c.replicas))
 	if err != nil {
