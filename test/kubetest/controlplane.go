@@ -68,6 +68,10 @@ type controlPlaneOptions struct {
 	BinDir string            // holds kube-apiserver and etcd
 	Args   map[string]string // kube-apiserver flags by name without dashes, set over the defaults
 	Output io.Writer         // receives both processes' output; nil discards it
+	// Replicas of kube-apiserver; 0 is 1. Over 1, a balancer configured by
+	// Balancer fronts them.
+	Replicas int
+	Balancer balancerConfig
 }
 
 // controlPlane is a running etcd and kube-apiserver. Its methods are safe
@@ -75,18 +79,29 @@ type controlPlaneOptions struct {
 type controlPlane struct {
 	dir       string // everything the plane writes; removed by stop
 	binDir    string
-	port      string   // kube-apiserver's secure port, kept across restarts
-	etcdURL   string   // etcd's client URL, kept across API server restarts
-	args      []string // kube-apiserver's, kept across restarts
+	etcdURL   string // etcd's client URL, kept across API server restarts
 	servingCA *authority
 	clientCA  *authority
 	probe     *http.Client // the admin: envtest polls anonymously, which Args of anonymous-auth=false would blind
 	out       io.Writer
+	replicas  []*replica // one, or those lb fronts
+	lb        *balancer  // nil with one replica
 
-	mu        sync.Mutex
-	etcd, api *process
-	stopped   bool
+	mu      sync.Mutex
+	etcd    *process
+	stopped bool
 }
+
+// replica is one kube-apiserver.
+type replica struct {
+	index int
+	name  string   // in errors: kube-apiserver, or kube-apiserver replica 1
+	port  string   // its secure port, kept across restarts
+	args  []string // kept across restarts
+	api   *process // nil while stopped; guarded by controlPlane.mu
+}
+
+func (r *replica) host() string { return "https://" + net.JoinHostPort("127.0.0.1", r.port) }
 
 // startControlPlane starts etcd then kube-apiserver in a fresh temporary
 // directory and returns once the API server is ready. On failure it leaves
@@ -116,6 +131,29 @@ func startControlPlane(o controlPlaneOptions) (_ *controlPlane, err error) {
 	if c.probe, err = c.client("admin", "system:masters"); err != nil {
 		return nil, err
 	}
+	c.replicas = []*replica{{name: "kube-apiserver"}}
+	if o.Replicas > 1 {
+		c.replicas = make([]*replica, o.Replicas)
+		for i := range c.replicas {
+			c.replicas[i] = &replica{index: i, name: fmt.Sprintf("kube-apiserver replica %d", i)}
+		}
+		// Any authenticated user may read /readyz; this one's checks are
+		// told apart in the audit log.
+		var check *http.Client
+		if check, err = c.client("kubetest-load-balancer"); err != nil {
+			return nil, err
+		}
+		// Before the replicas start: their service-account issuer is its
+		// address.
+		if c.lb, err = newBalancer(o.Balancer, check); err != nil {
+			return nil, fmt.Errorf("starting the load balancer: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				_ = c.lb.close()
+			}
+		}()
+	}
 
 	timeout, err := startTimeout()
 	if err != nil {
@@ -140,10 +178,10 @@ func startControlPlane(o controlPlaneOptions) (_ *controlPlane, err error) {
 	}
 }
 
-// launch starts etcd and kube-apiserver on fresh ports; if either fails it
-// stops both.
+// launch starts etcd and the kube-apiservers on fresh ports; if any fails
+// it stops them all.
 func (c *controlPlane) launch(ctx context.Context, certDir string, extra map[string]string) error {
-	ports, err := freePorts(3)
+	ports, err := freePorts(2 + len(c.replicas))
 	if err != nil {
 		return err
 	}
@@ -173,17 +211,61 @@ func (c *controlPlane) launch(ctx context.Context, certDir string, extra map[str
 		return errors.Join(err, etcd.stop())
 	}
 
-	c.port, c.etcdURL = ports[2], etcdURL
-	c.args = apiServerArgs(certDir, c.port, etcdURL, extra)
-	api, err := c.startProcess("kube-apiserver", c.args)
-	if err != nil {
-		return errors.Join(err, etcd.stop())
+	c.etcdURL = etcdURL
+	if c.lb != nil {
+		extra = c.haArgs(extra)
 	}
-	if err := c.waitAPIServer(ctx, api); err != nil {
-		return errors.Join(err, api.stop(), etcd.stop())
+	// All start at once and are then waited for, as the replicas of a
+	// cluster's control plane come up together.
+	apis := make([]*process, len(c.replicas))
+	stopAll := func() error {
+		errs := make([]error, 0, len(apis)+1)
+		for _, api := range apis {
+			errs = append(errs, api.stop())
+		}
+		return errors.Join(append(errs, etcd.stop())...)
 	}
-	c.etcd, c.api = etcd, api
+	for i, r := range c.replicas {
+		r.port = ports[2+i]
+		r.args = apiServerArgs(certDir, r.port, etcdURL, extra)
+		if apis[i], err = c.startProcess("kube-apiserver", r.args); err != nil {
+			return errors.Join(err, stopAll())
+		}
+		apis[i].name = r.name
+	}
+	for i, r := range c.replicas {
+		if err := c.waitAPIServer(ctx, apis[i], r.host()); err != nil {
+			return errors.Join(err, stopAll())
+		}
+	}
+	c.etcd = etcd
+	for i, r := range c.replicas {
+		r.api = apis[i]
+	}
+	if c.lb != nil {
+		addrs := make([]string, len(c.replicas))
+		for i, r := range c.replicas {
+			addrs[i] = net.JoinHostPort("127.0.0.1", r.port)
+		}
+		c.lb.start(addrs)
+	}
 	return nil
+}
+
+// haArgs are the flags every replica of an HA control plane gets, overlaid
+// by extra: one service-account issuer, the balancer's address, so that a
+// token one replica issued is valid at the others; a shutdown that lets
+// the balancer mark a stopping replica out before it stops serving, and
+// then answers new requests 429 with Retry-After rather than refusing
+// them.
+func (c *controlPlane) haArgs(extra map[string]string) map[string]string {
+	m := map[string]string{
+		"service-account-issuer":    c.host() + "/",
+		"shutdown-delay-duration":   c.lb.cfg.shutdownDelay().String(),
+		"shutdown-send-retry-after": "true",
+	}
+	maps.Copy(m, extra)
+	return m
 }
 
 // apiServerArgs are envtest's kube-apiserver flags (apiserver.go
@@ -222,17 +304,24 @@ func flags(defaults, extra map[string]string) []string {
 // waitAPIServer waits for /readyz (envtest's /healthz is the deprecated,
 // weaker check), then for the default namespace, as envtest does: it is
 // created only after the server is ready, and tests use it.
-func (c *controlPlane) waitAPIServer(ctx context.Context, api *process) error {
+func (c *controlPlane) waitAPIServer(ctx context.Context, api *process, host string) error {
 	return waitReady(ctx, api, func(ctx context.Context) error {
-		if err := get(ctx, c.probe, c.host()+"/readyz"); err != nil {
+		if err := get(ctx, c.probe, host+"/readyz"); err != nil {
 			return err
 		}
-		return get(ctx, c.probe, c.host()+"/api/v1/namespaces/default")
+		return get(ctx, c.probe, host+"/api/v1/namespaces/default")
 	})
 }
 
-// host is the API server's URL.
-func (c *controlPlane) host() string { return "https://" + net.JoinHostPort("127.0.0.1", c.port) }
+// host is the API server's URL: the load balancer's in an HA control
+// plane. Its serving certificate, for 127.0.0.1 and any port, is valid
+// for both.
+func (c *controlPlane) host() string {
+	if c.lb != nil {
+		return "https://" + c.lb.addr()
+	}
+	return c.replicas[0].host()
+}
 
 // caPEM is the CA that signed the API server's serving certificate.
 func (c *controlPlane) caPEM() []byte { return slices.Clone(c.servingCA.certPEM) }
@@ -275,41 +364,123 @@ func (c *controlPlane) client(name string, groups ...string) (*http.Client, erro
 
 // restartAPIServer stops kube-apiserver and starts it again on the same
 // port, etcd, certificates and flags, as an upgrade or a crash-and-restart
-// does. It returns once the new process is ready.
+// does. It returns once the new process is ready. An HA control plane
+// restarts its replicas in turn, gracefully.
 func (c *controlPlane) restartAPIServer() error {
+	if c.lb != nil {
+		return c.rollingRestart(Graceful)
+	}
+	return c.restartReplica(0, Graceful)
+}
+
+// rollingRestart restarts each replica in turn as how says.
+func (c *controlPlane) rollingRestart(how Stop) error {
+	for i := range c.replicas {
+		if err := c.restartReplica(i, how); err != nil {
+			return fmt.Errorf("rolling restart (%v): %w", how, err)
+		}
+	}
+	return nil
+}
+
+// restartReplica stops replica i as how says and starts it again.
+func (c *controlPlane) restartReplica(i int, how Stop) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped {
-		return errors.New("restarting kube-apiserver: the control plane is stopped")
+	r, err := c.replica("restarting", i)
+	if err != nil {
+		return err
 	}
 	// A stop that timed out has killed the process: start it all the same.
 	var errs []error
-	if err := c.api.stop(); err != nil {
-		errs = append(errs, fmt.Errorf("stopping kube-apiserver: %w", err))
+	if err := r.api.halt(how); err != nil {
+		errs = append(errs, fmt.Errorf("stopping %s: %w", r.name, err))
 	}
-	c.api = nil
+	r.api = nil
+	if err := c.startLocked(r); err != nil {
+		errs = append(errs, fmt.Errorf("starting %s again: %w", r.name, err))
+	}
+	return errors.Join(errs...)
+}
+
+// stopReplica stops replica i as how says and leaves it stopped.
+func (c *controlPlane) stopReplica(i int, how Stop) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, err := c.replica("stopping", i)
+	if err != nil {
+		return err
+	}
+	if r.api == nil {
+		return fmt.Errorf("stopping %s: it is stopped already", r.name)
+	}
+	err = r.api.halt(how)
+	r.api = nil
+	if err != nil {
+		return fmt.Errorf("stopping %s: %w", r.name, err)
+	}
+	return nil
+}
+
+// startReplica starts the stopped replica i.
+func (c *controlPlane) startReplica(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, err := c.replica("starting", i)
+	if err != nil {
+		return err
+	}
+	if r.api != nil {
+		return fmt.Errorf("starting %s: it is running; stop it first", r.name)
+	}
+	if err := c.startLocked(r); err != nil {
+		return fmt.Errorf("starting %s: %w", r.name, err)
+	}
+	return nil
+}
+
+// replica is replica i of a running control plane; doing is what the
+// caller's error says it was doing.
+func (c *controlPlane) replica(doing string, i int) (*replica, error) {
+	if c.stopped {
+		return nil, fmt.Errorf("%s kube-apiserver: the control plane is stopped", doing)
+	}
+	if i < 0 || i >= len(c.replicas) {
+		return nil, fmt.Errorf("%s kube-apiserver replica %d: there are %d (Options.Replicas), from 0", doing, i, len(c.replicas))
+	}
+	return c.replicas[i], nil
+}
+
+// startLocked starts r, stopped, and waits until it is ready and the
+// balancer, if any, has marked it in.
+func (c *controlPlane) startLocked(r *replica) error {
 	timeout, err := startTimeout()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	api, err := c.startProcess("kube-apiserver", c.args)
-	if err == nil {
-		if err = c.waitAPIServer(ctx, api); err != nil {
-			err = errors.Join(err, api.stop())
-		} else {
-			c.api = api
-		}
-	}
+	api, err := c.startProcess("kube-apiserver", r.args)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("starting kube-apiserver again: %w", err))
+		return err
 	}
-	return errors.Join(errs...)
+	api.name = r.name
+	if err := c.waitAPIServer(ctx, api, r.host()); err != nil {
+		return errors.Join(err, api.stop())
+	}
+	r.api = api
+	if c.lb == nil {
+		return nil
+	}
+	if err := c.lb.waitIn(ctx, r.index); err != nil {
+		return fmt.Errorf("ready, but the load balancer has not marked it in (%d passed checks in a row needed): %w", c.lb.cfg.healthy, err)
+	}
+	return nil
 }
 
-// stop stops kube-apiserver, then etcd, waits for both to exit and removes
-// the temporary directory. A second call does nothing.
+// stop stops the load balancer, if any, kube-apiserver, then etcd, waits
+// for them to exit and removes the temporary directory. A second call does
+// nothing.
 func (c *controlPlane) stop() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -317,7 +488,23 @@ func (c *controlPlane) stop() error {
 		return nil
 	}
 	c.stopped = true
-	return errors.Join(c.api.crashed(), c.api.stop(), c.etcd.crashed(), c.etcd.stop(), os.RemoveAll(c.dir))
+	var errs []error
+	if c.lb != nil {
+		errs = append(errs, c.lb.close())
+	}
+	for _, r := range c.replicas {
+		errs = append(errs, r.api.crashed())
+	}
+	// At once: each replica of an HA control plane waits out its shutdown
+	// delay.
+	stopped := make([]error, len(c.replicas))
+	var wg sync.WaitGroup
+	for i, r := range c.replicas {
+		wg.Go(func() { stopped[i] = r.api.stop() })
+	}
+	wg.Wait()
+	errs = append(errs, stopped...)
+	return errors.Join(append(errs, c.etcd.crashed(), c.etcd.stop(), os.RemoveAll(c.dir))...)
 }
 
 // writeCerts writes the files envtest writes to the API server's cert dir
@@ -543,6 +730,20 @@ func (p *process) stop() error {
 	_ = p.cmd.Process.Kill()
 	<-p.done
 	return fmt.Errorf("%s did not exit within %v of SIGTERM, so was killed", p.name, stopTimeout)
+}
+
+// halt stops p as how says and waits for the exit.
+func (p *process) halt(how Stop) error {
+	if how == Graceful || p == nil {
+		return p.stop()
+	}
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	return nil
 }
 
 func (p *process) exitErr() error {

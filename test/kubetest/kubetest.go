@@ -8,6 +8,50 @@
 // client-go release kubeadapter supports (controller-runtime's envtest
 // would pin client-go to its own release). The agent-sandbox half is
 // [github.com/kubewire/kubewire/test/sandboxtest].
+//
+// # An HA control plane
+//
+// [Options.Replicas] of 2 or more starts that many kube-apiservers on one
+// etcd, as a highly available cluster runs them: each on its own port, all
+// with the same certificates, service-account signing key and issuer, so
+// that any of them serves any client. In front of them is a load balancer
+// on 127.0.0.1, the one address of [Env.Config], [Env.AddUser] and
+// [WriteKubeconfig]; the serving certificate, for 127.0.0.1, is valid for
+// it too. It behaves as a cloud's network load balancer does:
+//
+//   - It forwards TCP and sees no TLS: each new connection goes to the next
+//     replica in round robin, and stays there.
+//   - Every [Options.HealthCheckInterval] it checks each replica's /readyz
+//     on a new connection. [Options.UnhealthyThreshold] failures in a row
+//     (2) mark a replica out; [Options.HealthyThreshold] passes (1) mark it
+//     back in. Until then a replica that is gone still gets new
+//     connections, which the balancer resets: a crash is visible to new
+//     connections for up to UnhealthyThreshold intervals.
+//   - A replica out gets no new connections; the balancer cuts none of its
+//     existing ones (the replica does). With every replica out, new
+//     connections are reset at once.
+//
+// [Env.Balancer] reads its counters. [Env.StopReplica],
+// [Env.StartReplica], [Env.RestartReplica] and [Env.RollingRestart]
+// stop replicas with SIGTERM ([Graceful]) or SIGKILL ([Kill]);
+// [Env.RestartAPIServer] is a graceful rolling restart.
+//
+// Each replica gets --shutdown-send-retry-after=true and a
+// --shutdown-delay-duration longer than the balancer takes to mark it out
+// ([Options.ShutdownDelay]), as a cluster's upgrade needs. After SIGTERM
+// a replica fails /readyz at once but serves normally for the delay; then
+// it answers requests that arrive while others drain 429 with
+// Retry-After: 5 and Connection: close, sends its connections a GOAWAY,
+// stops listening and exits, a second or so later. A client whose
+// connection was on it moves to another replica on its next request; one
+// that meets the 429 waits the 5 seconds first, as client-go does.
+// [Options.GoawayChance] sets --goaway-chance, which closes a client's
+// HTTP/2 connection after a response now and then, so that clients spread
+// over the replicas again.
+//
+// The replicas share one host, so they share the identity lease named
+// after its hostname and advertise one address for the kubernetes
+// Service: no test should rely on either.
 package kubetest
 
 import (
@@ -17,6 +61,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,10 +91,43 @@ type Options struct {
 	// server runs.
 	CRDPaths []string
 	// APIServerArgs are kube-apiserver flags, by name without dashes, set
-	// over the defaults.
+	// over the defaults, those of an HA control plane and those of
+	// GoawayChance and ShutdownDelay included.
 	APIServerArgs map[string]string
 	// APIServerOutput receives the processes' output; nil discards it.
 	APIServerOutput io.Writer
+
+	// Replicas is the number of kube-apiservers; 0 is 1. Two or more make
+	// an HA control plane behind a load balancer (see the package doc).
+	Replicas int
+	// HealthCheckInterval is the load balancer's time between health
+	// checks of a replica (GET /readyz on a new connection, which fails
+	// without a 200 within the interval or 1s, whichever is longer); 0 is
+	// [DefaultHealthCheckInterval] (1s). Only with Replicas of 2 or more.
+	HealthCheckInterval time.Duration
+	// UnhealthyThreshold is how many consecutive failed checks mark a
+	// replica out; 0 is [DefaultUnhealthyThreshold] (2, as the network
+	// load balancers of AWS and Google Cloud default to: one check slow on
+	// a busy machine does not mark a replica out). Only with Replicas of 2
+	// or more.
+	UnhealthyThreshold int
+	// HealthyThreshold is how many consecutive passed checks mark it back
+	// in; 0 is [DefaultHealthyThreshold] (1). Only with Replicas of 2 or
+	// more.
+	HealthyThreshold int
+	// GoawayChance is kube-apiserver's --goaway-chance: the fraction of
+	// HTTP/2 requests whose connection it closes with a GOAWAY, so that
+	// clients spread over the replicas again (0 to 0.02; HA clusters use
+	// 0.001 to 0.02). 0 leaves the flag unset, and kube-apiserver's default
+	// is off.
+	GoawayChance float64
+	// ShutdownDelay is kube-apiserver's --shutdown-delay-duration: how long
+	// it keeps serving after SIGTERM while /readyz fails. 0 leaves the flag
+	// unset with one replica (kube-apiserver's default is 0); with two or
+	// more it is set long enough for the load balancer to mark a stopping
+	// replica out first: (UnhealthyThreshold+1) × HealthCheckInterval + 1s,
+	// 4s with the defaults.
+	ShutdownDelay time.Duration
 }
 
 // Start starts the API server if KUBEBUILDER_ASSETS is set. Call it from
@@ -63,11 +141,23 @@ func Start(crdPaths ...string) *Env {
 // [Env.RestartAPIServer] brings it back with the same ones.
 func StartWith(o Options) *Env {
 	e := &Env{}
+	if e.err = o.validate(); e.err != nil {
+		return e
+	}
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
 		return e
 	}
-	e.cp, e.err = startControlPlane(controlPlaneOptions{BinDir: dir, Args: o.APIServerArgs, Output: o.APIServerOutput})
+	args := o.APIServerArgs
+	if typed := o.typedArgs(); len(typed) > 0 {
+		maps.Copy(typed, args)
+		args = typed
+	}
+	cpo := controlPlaneOptions{BinDir: dir, Args: args, Output: o.APIServerOutput}
+	if o.Replicas > 1 {
+		cpo.Replicas, cpo.Balancer = o.Replicas, o.balancerConfig()
+	}
+	e.cp, e.err = startControlPlane(cpo)
 	if e.err != nil {
 		e.err = fmt.Errorf("starting kube-apiserver and etcd from KUBEBUILDER_ASSETS=%s: %w", dir, e.err)
 		return e
@@ -89,7 +179,8 @@ func (e *Env) Stop() error {
 // RestartAPIServer stops kube-apiserver and starts it again on the same
 // etcd, address and certificates, as an upgrade or a crash-and-restart
 // does; clients keep their configs. It returns once the new process is
-// healthy.
+// healthy. In an HA control plane it is [Env.RollingRestart] with
+// [Graceful]: an upgrade, which its clients need not notice.
 func (e *Env) RestartAPIServer() error {
 	return e.cp.restartAPIServer()
 }
