@@ -24,8 +24,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-
-	"github.com/kubewire/kubewire/internal/repro"
 )
 
 func main() {
@@ -49,14 +47,14 @@ func run(w io.Writer, timeout, latency time.Duration) int {
 	ok := true
 	var examples []string
 	for _, h2 := range []bool{false, true} {
-		cfg := repro.Config{Timeout: timeout, Latency: latency, HTTP2: h2, Log: logr.Discard()}
+		cfg := Config{Timeout: timeout, Latency: latency, HTTP2: h2, Log: logr.Discard()}
 		for _, g := range gaps {
 			if g >= 0 && g < timeout {
 				cfg.Gaps = append(cfg.Gaps, g)
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		results, err := repro.Sweep(ctx, cfg)
+		results, err := Sweep(ctx, cfg)
 		cancel()
 		if err != nil {
 			fmt.Fprintf(w, "repro: %v\n", err)
@@ -75,7 +73,7 @@ func run(w io.Writer, timeout, latency time.Duration) int {
 			for _, j := range []int{0, 2, 1, 3} {
 				r := results[i+j]
 				cell := fmt.Sprintf("%s x%d", r.Outcome(), r.Executions)
-				if err := repro.Expect(cfg, r); err != nil {
+				if err := Expect(cfg, r); err != nil {
 					ok = false
 					cell += " (unexpected)"
 					examples = append(examples, err.Error())

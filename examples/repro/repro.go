@@ -1,15 +1,14 @@
-// Package repro reproduces the idle-connection read-timeout failure of the
-// field report: a read deadline that lives on a pooled connection counts the
-// time the connection sat idle. The example examples/repro and the
-// regression tests share it.
-package repro
+package main
+
+// The scenario: a read deadline that lives on a pooled connection counts
+// the time the connection sat idle. The server, the two clients, one
+// probe and the sweep the table shows.
 
 import (
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/kubewire/kubewire/internal/roundtrip"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport"
@@ -85,32 +83,6 @@ func (s *Server) TLSConfig() *tls.Config {
 		return nil
 	}
 	return s.srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
-}
-
-// NaiveDialer wraps dial so that every connection sets a read deadline of
-// d at the start of each Read: the common Go way of giving a client a
-// "read timeout", and the bug. net/http keeps a Read pending on idle pooled
-// connections, so the deadline starts when the connection goes idle.
-func NaiveDialer(d time.Duration, dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &deadlineConn{Conn: c, d: d}, nil
-	}
-}
-
-type deadlineConn struct {
-	net.Conn
-	d time.Duration
-}
-
-func (c *deadlineConn) Read(p []byte) (int, error) {
-	if err := c.Conn.SetReadDeadline(time.Now().Add(c.d)); err != nil {
-		return 0, err
-	}
-	return c.Conn.Read(p)
 }
 
 // NaiveClient returns client A: kubewire's pooled base transport with a
@@ -252,7 +224,7 @@ func Sweep(ctx context.Context, cfg Config) ([]Result, error) {
 	var rts []http.RoundTripper
 	defer func() {
 		for _, rt := range rts {
-			roundtrip.CloseIdleConnections(rt)
+			(&http.Client{Transport: rt}).CloseIdleConnections()
 		}
 	}()
 	var wg sync.WaitGroup

@@ -1,4 +1,4 @@
-package repro_test
+package main
 
 import (
 	"context"
@@ -9,15 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/kubewire/kubewire/internal/repro"
 	"github.com/kubewire/kubewire/pooltrace"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 // TestIdleConnectionReadTimeout is the field report's regression test: a
 // read timeout on the connection fails requests sent on a connection that
@@ -31,7 +25,7 @@ func TestIdleConnectionReadTimeout(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfg := repro.Config{
+			cfg := Config{
 				Timeout: 2 * time.Second,
 				Latency: 300 * time.Millisecond,
 				// The edge is at 1.7s: the last gap that leaves client A
@@ -41,13 +35,13 @@ func TestIdleConnectionReadTimeout(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			results, err := repro.Sweep(ctx, cfg)
+			results, err := Sweep(ctx, cfg)
 			require.NoError(t, err)
 			require.Len(t, results, len(cfg.Gaps)*4)
 			starved := map[string]int{}
 			for _, r := range results {
-				assert.NoError(t, repro.Expect(cfg, r))
-				if repro.Starved(cfg, r) {
+				assert.NoError(t, Expect(cfg, r))
+				if Starved(cfg, r) {
 					starved[r.Method]++
 				}
 				if r.Client == "A" && r.Err != nil {
@@ -71,21 +65,21 @@ func TestIdleConnectionReadTimeout(t *testing.T) {
 }
 
 func TestExpectRejectsWrongOutcome(t *testing.T) {
-	cfg := repro.Config{Timeout: 2 * time.Second, Latency: 300 * time.Millisecond}
+	cfg := Config{Timeout: 2 * time.Second, Latency: 300 * time.Millisecond}
 	tests := []struct {
 		name string
-		give repro.Result
+		give Result
 	}{
-		{"B failed", repro.Result{Client: "B", Method: http.MethodGet, Gap: time.Second, Err: errors.New("x"), Executions: 1}},
-		{"B ran twice", repro.Result{Client: "B", Method: http.MethodPatch, Gap: 1900 * time.Millisecond, Executions: 2}},
-		{"A did not fail", repro.Result{Client: "A", Method: http.MethodPatch, Gap: 1900 * time.Millisecond, Executions: 1, Reused: true, Idle: 1900 * time.Millisecond}},
-		{"A GET not re-sent", repro.Result{Client: "A", Method: http.MethodGet, Gap: 1900 * time.Millisecond, Executions: 1, Reused: true, Idle: 1900 * time.Millisecond}},
-		{"A failed on a new connection", repro.Result{Client: "A", Method: http.MethodPatch, Gap: 1900 * time.Millisecond, Err: errors.New("x"), Executions: 1}},
-		{"A failed with time to spare", repro.Result{Client: "A", Method: http.MethodPatch, Gap: 1400 * time.Millisecond, Err: errors.New("x"), Executions: 1, Reused: true, Idle: 1400 * time.Millisecond}},
+		{"B failed", Result{Client: "B", Method: http.MethodGet, Gap: time.Second, Err: errors.New("x"), Executions: 1}},
+		{"B ran twice", Result{Client: "B", Method: http.MethodPatch, Gap: 1900 * time.Millisecond, Executions: 2}},
+		{"A did not fail", Result{Client: "A", Method: http.MethodPatch, Gap: 1900 * time.Millisecond, Executions: 1, Reused: true, Idle: 1900 * time.Millisecond}},
+		{"A GET not re-sent", Result{Client: "A", Method: http.MethodGet, Gap: 1900 * time.Millisecond, Executions: 1, Reused: true, Idle: 1900 * time.Millisecond}},
+		{"A failed on a new connection", Result{Client: "A", Method: http.MethodPatch, Gap: 1900 * time.Millisecond, Err: errors.New("x"), Executions: 1}},
+		{"A failed with time to spare", Result{Client: "A", Method: http.MethodPatch, Gap: 1400 * time.Millisecond, Err: errors.New("x"), Executions: 1, Reused: true, Idle: 1400 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Error(t, repro.Expect(cfg, tt.give))
+			assert.Error(t, Expect(cfg, tt.give))
 		})
 	}
 }

@@ -25,10 +25,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kubewire/kubewire/internal/repro"
 	"github.com/kubewire/kubewire/kubeadapter"
 	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
+	"github.com/kubewire/kubewire/test/kubeadapter/internal/naive"
 	"github.com/kubewire/kubewire/test/kubetest"
 	"github.com/kubewire/kubewire/timeout"
 	"github.com/kubewire/kubewire/transport/transporttest"
@@ -148,7 +148,7 @@ func TestIdleConnectionEndToEnd(t *testing.T) {
 				cfg, p := kubetest.Proxied(t, admin)
 				p.SetLatency(latency)
 				if client == "A" {
-					cfg.Dial = repro.NaiveDialer(deadline, cfg.Dial)
+					cfg.Dial = naive.NaiveDialer(deadline, cfg.Dial)
 				} else {
 					require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(deadline)))
 				}
