@@ -52,7 +52,7 @@ SANDBOX_NEWEST := v1.0.3
 SANDBOX_MODULES := driver test/driver
 
 # The timing-sensitive packages `make stress` runs under load.
-STRESS_PKGS ?= ./transport/... ./timeout ./pooltrace ./retry ./stack ./kubeadapter ./metrics ./tracing/... ./test/tracing/... ./driver/... ./internal/... ./cmd/kubewire/... ./test/kubetest/... ./test/kubeadapter/... ./test/driver/... ./test/probe/...
+STRESS_PKGS ?= ./transport/... ./timeout ./pooltrace ./retry ./stack ./kubeadapter ./metrics ./tracing/... ./driver/... ./internal/... ./cmd/kubewire/... ./test/kubetest/... ./test/kubeadapter/... ./test/tracing/... ./test/driver/... ./test/probe/...
 STRESS_COUNT ?= 20
 # go test's default of 10 minutes per test binary is too short for 20 runs
 # of an API-server suite under load: kubeadapter's and the reconciler's
@@ -202,15 +202,15 @@ repro: ## the idle-connection failure and the fix side by side, no cluster neede
 # benchstat compares them; ratios come from the same run. About 5 minutes on
 # 2 cores.
 bench: envtest ## every benchmark against a baseline from the same run (benchstat); several minutes
-	hack/benchratio.sh ./bench Bare Stack Kubewire RetryableHTTP OtelHTTP
-	hack/benchratio.sh ./bench Kubewire KubewireMetrics
-	hack/benchratio.sh ./bench Kubewire KubewireTracing KubewireOtelHTTP
-	hack/benchratio.sh ./bench OverheadBare OverheadTimeout OverheadPooltrace OverheadStack -n 8
-	hack/benchratio.sh ./bench RetryBaseline Retry
-	hack/benchratio.sh ./bench RetryPutBaseline RetryPut
-	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) hack/benchratio.sh ./test/kubeadapter ClientGoBare ClientGoApplied
-	hack/benchratio.sh ./bench RecoveryClientGo RecoveryKubewire -n 5
-	$(GO) test -run '^$$' -bench IdleEdge -benchtime 3x ./bench
+	hack/benchratio.sh ./test/bench Bare Stack Kubewire RetryableHTTP OtelHTTP
+	hack/benchratio.sh ./test/bench Kubewire KubewireMetrics
+	hack/benchratio.sh ./test/bench Kubewire KubewireTracing KubewireOtelHTTP
+	hack/benchratio.sh ./test/bench OverheadBare OverheadTimeout OverheadPooltrace OverheadStack -n 8
+	hack/benchratio.sh ./test/bench RetryBaseline Retry
+	hack/benchratio.sh ./test/bench RetryPutBaseline RetryPut
+	$(TEST_ENV) hack/benchratio.sh ./test/bench ClientGoBare ClientGoApplied
+	hack/benchratio.sh ./test/bench RecoveryClientGo RecoveryKubewire -n 5
+	$(GO) test -run '^$$' -bench IdleEdge -benchtime 3x ./examples/repro
 	$(GO) test -run '^$$' -bench Pass -benchtime 5x -benchmem ./driver/reconciler
 	$(TEST_ENV) $(GO) test -run '^$$' -bench 'RunIdle|FenceChange|Namespaces' -benchtime 1x -timeout 60m ./test/driver/reconciler
 

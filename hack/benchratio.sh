@@ -5,8 +5,8 @@
 # prints benchstat's comparison of each candidate with the baseline.
 #
 #   hack/benchratio.sh PKG BASELINE CANDIDATE... [-n N]
-#   hack/benchratio.sh ./bench Bare Stack
-#   hack/benchratio.sh ./bench Bare Kubewire RetryableHTTP OtelHTTP -n 10
+#   hack/benchratio.sh ./test/bench Bare Stack
+#   hack/benchratio.sh ./test/bench Bare Kubewire RetryableHTTP OtelHTTP -n 10
 set -euo pipefail
 pkg=$1
 shift

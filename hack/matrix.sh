@@ -27,11 +27,12 @@ for v in "$@"; do
 	for dir in "${dirs[@]}"; do
 		cd "$root/$dir"
 		floor=$(go list -m -f '{{.Version}}' "${modules[0]}")
-		modfile=$PWD/go.mod
+		# DIR may be a package directory of a module above it.
+		modfile=$(go env GOMOD)
 		if [[ $v != floor ]]; then
 			modfile=$scratch/${dir//\//_}.$v.mod
-			cp go.mod "$modfile"
-			cp go.sum "${modfile%.mod}.sum"
+			cp "$(go env GOMOD)" "$modfile"
+			cp "$(dirname "$(go env GOMOD)")/go.sum" "${modfile%.mod}.sum"
 			go get -modfile="$modfile" "${modules[@]/%/@$v}"
 			go mod tidy -modfile="$modfile"
 		fi

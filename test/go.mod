@@ -1,18 +1,39 @@
-module github.com/kubewire/kubewire/test/kubeadapter
+module github.com/kubewire/kubewire/test
 
 go 1.26.0
 
 require (
-	github.com/go-logr/logr v1.4.2
+	github.com/go-logr/logr v1.4.4
+	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/kubewire/kubewire v0.1.0
+	github.com/kubewire/kubewire/metrics v0.1.0
 	github.com/kubewire/kubewire/test/kubetest v0.1.0
-	github.com/stretchr/testify v1.10.0
+	github.com/kubewire/kubewire/tracing v0.1.0
+	github.com/prometheus/client_golang v1.24.1
+	github.com/stretchr/testify v1.12.1
+	go.opentelemetry.io/contrib/instrumentation/net/http/httptrace/otelhttptrace v0.72.0
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/sdk v1.47.0
+	go.opentelemetry.io/otel/trace v1.47.0
 	k8s.io/api v0.34.0
 	k8s.io/apimachinery v0.34.0
 	k8s.io/client-go v0.34.0
 )
 
-require sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8 // indirect
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/felixge/httpsnoop v1.1.0 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8 // indirect
+)
 
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
@@ -38,15 +59,15 @@ require (
 	github.com/spf13/pflag v1.0.6 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
-	go.yaml.in/yaml/v2 v2.4.2 // indirect
-	go.yaml.in/yaml/v3 v3.0.4 // indirect
-	golang.org/x/net v0.38.0 // indirect
-	golang.org/x/oauth2 v0.27.0 // indirect
-	golang.org/x/sys v0.31.0 // indirect
-	golang.org/x/term v0.30.0 // indirect
-	golang.org/x/text v0.23.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/net v0.59.0 // indirect
+	golang.org/x/oauth2 v0.37.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/term v0.46.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.9.0 // indirect
-	google.golang.org/protobuf v1.36.5 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
@@ -59,8 +80,12 @@ require (
 )
 
 replace (
-	github.com/kubewire/kubewire => ../..
-	github.com/kubewire/kubewire/test/kubetest => ../kubetest
+	github.com/kubewire/kubewire => ..
+	github.com/kubewire/kubewire/test/kubetest => ./kubetest
 )
 
-replace github.com/kubewire/kubewire/kubeadapter => ../../kubeadapter
+replace (
+	github.com/kubewire/kubewire/kubeadapter => ../kubeadapter
+	github.com/kubewire/kubewire/metrics => ../metrics
+	github.com/kubewire/kubewire/tracing => ../tracing
+)

@@ -1,4 +1,4 @@
-package kubeadapter_test
+package bench_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/test/kubetest"
 )
 
 func benchGet(b *testing.B, cfg *rest.Config) {
@@ -29,12 +30,12 @@ func benchGet(b *testing.B, cfg *rest.Config) {
 // BenchmarkClientGoBare is a GET through a stock client-go clientset
 // against the real API server: the baseline of BenchmarkClientGoApplied.
 func BenchmarkClientGoBare(b *testing.B) {
-	benchGet(b, env.Config(b))
+	benchGet(b, kubetest.Shared("").Config(b))
 }
 
 // BenchmarkClientGoApplied is the same GET after kubeadapter.Apply.
 func BenchmarkClientGoApplied(b *testing.B) {
-	cfg := env.Config(b)
+	cfg := kubetest.Shared("").Config(b)
 	if err := kubeadapter.Apply(cfg); err != nil {
 		b.Fatal(err)
 	}

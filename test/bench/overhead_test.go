@@ -17,7 +17,7 @@ import (
 // RoundTripper is transporttest.Answerer, which hands each request a
 // reused loopback connection through its trace, as net/http's pool does.
 //
-//	hack/benchratio.sh ./bench OverheadBare OverheadTimeout OverheadPooltrace OverheadStack -n 8
+//	hack/benchratio.sh ./test/bench OverheadBare OverheadTimeout OverheadPooltrace OverheadStack -n 8
 
 const answerURL = "http://127.0.0.1/api/v1/namespaces/default/pods/p"
 

@@ -310,13 +310,20 @@ func WriteKubeconfig(t testing.TB, cfg *rest.Config) string {
 // Main is TestMain for packages with API server tests: it starts the API
 // server into *env (installing CRDs from crdPaths), runs the tests, stops
 // the server and any started by [Shared], checks for leaked goroutines when
-// the tests passed, and exits.
+// the tests passed, and exits. With env nil it starts none: a package
+// whose API server tests are few, or benchmarks, takes one from [Shared]
+// when one of them runs.
 func Main(m *testing.M, env **Env, crdPaths ...string) {
-	*env = Start(crdPaths...)
+	if env != nil {
+		*env = Start(crdPaths...)
+	}
 	code := m.Run()
 	// A crash of etcd or kube-apiserver during the tests shows here, with
 	// its last lines of output.
-	errs := []error{(*env).Stop()}
+	var errs []error
+	if env != nil {
+		errs = append(errs, (*env).Stop())
+	}
 	shared.mu.Lock()
 	for _, e := range shared.envs {
 		errs = append(errs, e.Stop())
@@ -340,9 +347,11 @@ var shared struct {
 	envs map[string]*Env
 }
 
-// Shared returns an API server with the CRD at crdPath, started on first
-// use and shared by the package's tests until [Main] stops it: for tests
-// that need a CRD the package's own API server cannot also hold.
+// Shared returns an API server with the CRD at crdPath (none for ""),
+// started on first use and shared by the package's tests until [Main]
+// stops it: for tests that need a CRD the package's own API server cannot
+// also hold, or a package that starts no API server unless a test needs
+// one.
 func Shared(crdPath string) *Env {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
@@ -352,7 +361,11 @@ func Shared(crdPath string) *Env {
 	if shared.envs == nil {
 		shared.envs = map[string]*Env{}
 	}
-	e := Start(crdPath)
+	var paths []string
+	if crdPath != "" {
+		paths = append(paths, crdPath)
+	}
+	e := Start(paths...)
 	shared.envs[crdPath] = e
 	return e
 }

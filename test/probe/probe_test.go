@@ -36,7 +36,13 @@ func build(t *testing.T) string {
 			}
 		}
 	}
-	out, err := exec.Command("go", append(args, "github.com/kubewire/kubewire/cmd/kubewire")...).CombinedOutput()
+	// From the command's own directory, so that the build selects the
+	// command's versions (its go.mod's, or the workspace's), not this
+	// module's, which stays at client-go's oldest release; a matrix leg's
+	// GOFLAGS (-modfile) is this module's too.
+	cmd := exec.Command("go", append([]string{"-C", filepath.Join("..", "..", "cmd", "kubewire")}, append(args, ".")...)...)
+	cmd.Env = append(os.Environ(), "GOFLAGS=")
+	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "building kubewire: %s", out)
 	return bin
 }
