@@ -52,7 +52,7 @@ SANDBOX_NEWEST := v1.0.3
 SANDBOX_MODULES := driver test/driver
 
 # The timing-sensitive packages `make stress` runs under load.
-STRESS_PKGS ?= ./transport/... ./timeout ./pooltrace ./retry ./stack ./kubeadapter ./metrics ./tracing/... ./driver/... ./internal/... ./cmd/kubewire/... ./test/kubetest/... ./test/kubeadapter/... ./test/tracing/... ./test/driver/... ./test/probe/...
+STRESS_PKGS ?= ./examples/repro ./transport/... ./timeout ./pooltrace ./retry ./stack ./kubeadapter ./metrics ./tracing/... ./driver/... ./internal/... ./cmd/kubewire/... ./test/kubetest/... ./test/kubeadapter/... ./test/tracing/... ./test/driver/... ./test/probe/...
 STRESS_COUNT ?= 20
 # go test's default of 10 minutes per test binary is too short for 20 runs
 # of an API-server suite under load: kubeadapter's and the reconciler's

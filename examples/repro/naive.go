@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,12 +25,19 @@ func NaiveDialer(d time.Duration, dial func(ctx context.Context, network, addr s
 
 type deadlineConn struct {
 	net.Conn
-	d time.Duration
+	d        time.Duration
+	deadline atomic.Int64 // the last read deadline set, in Unix nanoseconds
 }
 
 func (c *deadlineConn) Read(p []byte) (int, error) {
-	if err := c.Conn.SetReadDeadline(time.Now().Add(c.d)); err != nil {
+	dl := time.Now().Add(c.d)
+	c.deadline.Store(dl.UnixNano())
+	if err := c.Conn.SetReadDeadline(dl); err != nil {
 		return 0, err
 	}
 	return c.Conn.Read(p)
 }
+
+// ReadDeadline returns the read deadline the connection set last: the one
+// a Read pending on an idle connection will fail at.
+func (c *deadlineConn) ReadDeadline() time.Time { return time.Unix(0, c.deadline.Load()) }

@@ -76,10 +76,29 @@ func TestExpectRejectsWrongOutcome(t *testing.T) {
 		{"A GET not re-sent", Result{Client: "A", Method: http.MethodGet, Gap: 1900 * time.Millisecond, Executions: 1, Reused: true, Idle: 1900 * time.Millisecond}},
 		{"A failed on a new connection", Result{Client: "A", Method: http.MethodPatch, Gap: 1900 * time.Millisecond, Err: errors.New("x"), Executions: 1}},
 		{"A failed with time to spare", Result{Client: "A", Method: http.MethodPatch, Gap: 1400 * time.Millisecond, Err: errors.New("x"), Executions: 1, Reused: true, Idle: 1400 * time.Millisecond}},
+		{"A failed with time to spare under load", Result{Client: "A", Method: http.MethodPatch, Gap: time.Second, Err: errors.New("x"), Executions: 1, Reused: true, Idle: time.Second, Answered: 900 * time.Millisecond}},
+		{"A PATCH ran twice, too close to call", Result{Client: "A", Method: http.MethodPatch, Gap: 1400 * time.Millisecond, Executions: 2, Reused: true, Idle: 1400 * time.Millisecond, Answered: time.Second}},
+		{"A GET ran three times, past its timeout", Result{Client: "A", Method: http.MethodGet, Gap: 1900 * time.Millisecond, Executions: 3, Reused: true, Idle: 2100 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Error(t, Expect(cfg, tt.give))
 		})
+	}
+}
+
+// TestExpectTooCloseToCall: on a machine loaded enough that an answer took
+// longer than client A had left, though the server's latency fit, either
+// outcome of client A's request proves nothing: the rows a loaded run
+// showed.
+func TestExpectTooCloseToCall(t *testing.T) {
+	cfg := Config{Timeout: 2 * time.Second, Latency: 300 * time.Millisecond}
+	for _, r := range []Result{
+		{Client: "A", Method: http.MethodGet, Gap: time.Second, Executions: 2, Reused: true, Idle: time.Second, Answered: 1080 * time.Millisecond},
+		{Client: "A", Method: http.MethodPatch, Gap: 1400 * time.Millisecond, Err: errors.New("i/o timeout"), Executions: 1, Reused: true, Idle: 1530 * time.Millisecond, Answered: 1070 * time.Millisecond},
+		{Client: "A", Method: http.MethodPatch, Gap: 1400 * time.Millisecond, Executions: 1, Reused: true, Idle: 1400 * time.Millisecond, Answered: 1070 * time.Millisecond},
+		{Client: "A", Method: http.MethodGet, Gap: 1900 * time.Millisecond, Executions: 2, Reused: true, Idle: 2157 * time.Millisecond, Answered: 420 * time.Millisecond},
+	} {
+		assert.NoError(t, Expect(cfg, r), "%+v", r)
 	}
 }
