@@ -202,15 +202,17 @@ func TestLongRunningHeadersBounded(t *testing.T) {
 
 func TestStallWatchdog(t *testing.T) {
 	t.Parallel()
-	// Six events 100ms apart, then silence.
+	// Twelve events 100ms apart, then silence.
 	h := func(w http.ResponseWriter, r *http.Request) {
-		stream(6)(w, r)
+		stream(12)(w, r)
 		wait(r, 10*time.Second)
 	}
 	for _, s := range servers(t, h) {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			rt := timeout.New(200*time.Millisecond, timeout.WithStallTimeout(400*time.Millisecond))(s.Base)
+			// 800ms for the headers: a TLS handshake under -race on a
+			// busy machine took 350ms; the stream lasts 1.2s, past it.
+			rt := timeout.New(800*time.Millisecond, timeout.WithStallTimeout(400*time.Millisecond))(s.Base)
 			start := time.Now()
 			resp, err := get(context.Background(), rt, s.URL+"/api/v1/pods?watch=true")
 			require.NoError(t, err)
@@ -219,8 +221,8 @@ func TestStallWatchdog(t *testing.T) {
 			elapsed := time.Since(start)
 			requireTimeout(t, err, timeout.PhaseStalled, 400*time.Millisecond)
 			assert.Greater(t, n, int64(0))
-			// The 200ms timeout did not cut the stream (the phase says the
-			// watchdog did), and the watchdog waited its 400ms. Not "600ms of
+			// The 800ms timeout did not cut the stream (the phase says the
+			// watchdog did), and the watchdog waited its 400ms. Not "1.2s of
 			// events plus 400ms": on a loaded machine the server's 100ms
 			// cadence can itself pause for 400ms, and cutting it then is right.
 			assert.GreaterOrEqual(t, elapsed, 400*time.Millisecond)
