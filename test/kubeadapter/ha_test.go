@@ -94,17 +94,23 @@ func cause(err error) int {
 	return causeOther
 }
 
-// requestCounter counts the requests that reach it, by operation.
+// requestCounter counts the requests that reach it, by operation, and
+// the answers 429 Too Many Requests.
 type requestCounter struct {
-	next http.RoundTripper
-	n    *[nOps]atomic.Int64
+	next     http.RoundTripper
+	n        *[nOps]atomic.Int64
+	answered *atomic.Int64
 }
 
 func (c *requestCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if op := opOf(req.Method); op >= 0 {
 		c.n[op].Add(1)
 	}
-	return c.next.RoundTrip(req)
+	resp, err := c.next.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		c.answered.Add(1)
+	}
+	return resp, err
 }
 
 func (c *requestCounter) WrappedRoundTripper() http.RoundTripper { return c.next }
@@ -113,9 +119,10 @@ func (c *requestCounter) CloseIdleConnections() { utilnet.CloseIdleConnectionsFo
 
 // side is one client of TestHASideBySide and what its workload saw.
 type side struct {
-	name     string
-	cs       kubernetes.Interface
-	requests [nOps]atomic.Int64
+	name      string
+	cs        kubernetes.Interface
+	requests  [nOps]atomic.Int64
+	status429 atomic.Int64
 
 	mu       sync.Mutex
 	latency  [nOps][]time.Duration
@@ -235,7 +242,9 @@ func TestHASideBySide(t *testing.T) {
 		s := &side{name: name, acked: map[string]bool{}, failed: map[string]bool{}}
 		cfg := rest.CopyConfig(base)
 		cfg.Dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-		count := func(rt http.RoundTripper) http.RoundTripper { return &requestCounter{next: rt, n: &s.requests} }
+		count := func(rt http.RoundTripper) http.RoundTripper {
+			return &requestCounter{next: rt, n: &s.requests, answered: &s.status429}
+		}
 		if kubewire {
 			require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(10*time.Second),
 				kubeadapter.WithStackOptions(stack.WithAttemptMiddleware(count))))
@@ -303,6 +312,7 @@ func TestHASideBySide(t *testing.T) {
 
 	// A couple of seconds of steady load before and after the restart.
 	const settle = 2 * time.Second
+	lb := e.Balancer()
 	began := time.Now()
 	<-time.After(settle)
 	restarting := time.Now()
@@ -357,14 +367,19 @@ func TestHASideBySide(t *testing.T) {
 		}
 		return strings.Join(per, " / ")
 	})
+	row("answers 429 (client-go waits and retries)", func(s *side) string { return fmt.Sprint(s.status429.Load()) })
 	row("creates acknowledged / listed", func(s *side) string { return fmt.Sprintf("%d / %d", made[s].acked, made[s].listed) })
 	row("&nbsp;&nbsp;failed but applied (maybe)", func(s *side) string { return fmt.Sprint(made[s].maybe) })
 	row("&nbsp;&nbsp;duplicated", func(s *side) string { return fmt.Sprint(made[s].duplicated) })
 	row("&nbsp;&nbsp;acknowledged, not listed", func(s *side) string { return fmt.Sprint(made[s].missing) })
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d workers per client, QPS 200, %v per operation; rolling restart in %v of a %v run\n\n",
-		workers, opTimeout, restart.Round(time.Millisecond), run.Round(time.Millisecond))
+	var conns int64
+	for i, r := range e.Balancer().Replicas {
+		conns += r.Conns - lb.Replicas[i].Conns
+	}
+	fmt.Fprintf(&b, "%d workers per client, QPS 200, %v per operation; rolling restart in %v of a %v run; %d new connections through the load balancer\n\n",
+		workers, opTimeout, restart.Round(time.Millisecond), run.Round(time.Millisecond), conns)
 	b.WriteString("| | stock client-go | kubewire |\n|---|---:|---:|\n")
 	for _, r := range rows {
 		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
