@@ -219,6 +219,7 @@ func percentiles(d []time.Duration) string {
 // failed no operation and duplicated no create; stock client-go's numbers
 // are logged only.
 func TestHASideBySide(t *testing.T) {
+	started := time.Now()
 	e := kubetest.StartWith(kubetest.Options{
 		Replicas:     2,
 		GoawayChance: 0.02,
@@ -227,8 +228,13 @@ func TestHASideBySide(t *testing.T) {
 		// short: a graceful stop then takes 1.75s plus the drain, not 4s.
 		HealthCheckInterval: 250 * time.Millisecond,
 	})
-	t.Cleanup(func() { assert.NoError(t, e.Stop(), "the HA control plane") })
+	t.Cleanup(func() {
+		began := time.Now()
+		assert.NoError(t, e.Stop(), "the HA control plane")
+		t.Logf("stopped in %v", time.Since(began).Round(time.Millisecond))
+	})
 	base := e.Config(t)
+	t.Logf("started 2 replicas in %v", time.Since(started).Round(time.Millisecond))
 	base.QPS, base.Burst = 200, 400
 
 	admin, err := kubernetes.NewForConfig(base)
