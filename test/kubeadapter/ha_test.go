@@ -1,0 +1,410 @@
+package kubeadapter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubewire/kubewire/kubeadapter"
+	"github.com/kubewire/kubewire/stack"
+	"github.com/kubewire/kubewire/test/kubetest"
+)
+
+// The operations of the side-by-side workload, in the order each worker
+// loops over them.
+const (
+	opGet = iota
+	opPatch
+	opCreate
+	nOps
+)
+
+var opNames = [nOps]string{"GET", "PATCH", "POST"}
+
+// opOf is the operation of an attempt, by method: each client of
+// TestHASideBySide sends nothing else.
+func opOf(method string) int {
+	switch method {
+	case http.MethodGet:
+		return opGet
+	case http.MethodPatch:
+		return opPatch
+	case http.MethodPost:
+		return opCreate
+	}
+	return -1
+}
+
+// Causes of a failed operation, as TestHASideBySide tells them apart.
+const (
+	causeGoaway = iota
+	causeUnavailable
+	causeConnLoss
+	causeDeadline
+	causeOther
+	nCauses
+)
+
+var causeNames = [nCauses]string{"GOAWAY", "429 / unavailable", "connection loss", "deadline", "other"}
+
+// cause classifies the error of an operation. The GOAWAY and connection
+// texts are the only way: net/http's bundled HTTP/2 (Go 1.26) and its
+// internal package (Go 1.27) export no error type, and kubewire's error
+// hides syscall.Errno from errors.As. The upstream texts are
+// "http2: server sent GOAWAY and closed the connection; LastStreamID=..."
+// and "http2: Transport received Server's graceful shutdown GOAWAY";
+// "connection refused" and "connection reset by peer" are syscall's.
+func cause(err error) int {
+	s := err.Error()
+	switch {
+	case strings.Contains(s, "GOAWAY"):
+		return causeGoaway
+	case apierrors.IsTooManyRequests(err), apierrors.IsServiceUnavailable(err),
+		strings.Contains(s, "the server is currently unable"):
+		return causeUnavailable
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		strings.Contains(s, "connection refused"), strings.Contains(s, "connection reset"),
+		strings.Contains(s, "EOF"):
+		return causeConnLoss
+	case errors.Is(err, context.DeadlineExceeded), strings.Contains(s, "timeout"),
+		strings.Contains(s, "deadline"):
+		return causeDeadline
+	}
+	return causeOther
+}
+
+// requestCounter counts the requests that reach it, by operation, and
+// the answers 429 Too Many Requests.
+type requestCounter struct {
+	next     http.RoundTripper
+	n        *[nOps]atomic.Int64
+	answered *atomic.Int64
+}
+
+func (c *requestCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if op := opOf(req.Method); op >= 0 {
+		c.n[op].Add(1)
+	}
+	resp, err := c.next.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		c.answered.Add(1)
+	}
+	return resp, err
+}
+
+func (c *requestCounter) WrappedRoundTripper() http.RoundTripper { return c.next }
+
+func (c *requestCounter) CloseIdleConnections() { utilnet.CloseIdleConnectionsFor(c.next) }
+
+// side is one client of TestHASideBySide and what its workload saw.
+type side struct {
+	name      string
+	cs        kubernetes.Interface
+	requests  [nOps]atomic.Int64
+	status429 atomic.Int64
+
+	mu       sync.Mutex
+	latency  [nOps][]time.Duration
+	failures [nOps][nCauses]int
+	errs     [nCauses][]string // the first few texts of each cause
+	acked    map[string]bool   // the op labels of acknowledged creates
+	failed   map[string]bool   // those of creates that failed
+}
+
+func (s *side) record(op int, took time.Duration, err error, opLabel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency[op] = append(s.latency[op], took)
+	if err != nil {
+		c := cause(err)
+		s.failures[op][c]++
+		if len(s.errs[c]) < 5 {
+			s.errs[c] = append(s.errs[c], opNames[op]+": "+err.Error())
+		}
+	}
+	if op == opCreate {
+		if err == nil {
+			s.acked[opLabel] = true
+		} else {
+			s.failed[opLabel] = true
+		}
+	}
+}
+
+// ops is the number of operations of each kind and in all.
+func (s *side) ops() (each [nOps]int, all int) {
+	for op := range each {
+		each[op] = len(s.latency[op])
+		all += each[op]
+	}
+	return each, all
+}
+
+func (s *side) failuresBy(c int) int {
+	n := 0
+	for op := range s.failures {
+		n += s.failures[op][c]
+	}
+	return n
+}
+
+// creates is what the list of s's ConfigMaps says of its creates.
+type creates struct {
+	listed, acked int
+	maybe         int // failed, but applied: the client cannot know
+	duplicated    int // copies beyond one of a create
+	missing       int // acknowledged but not listed
+}
+
+func (s *side) creates(items []corev1.ConfigMap) creates {
+	byOp := map[string]int{}
+	for _, cm := range items {
+		byOp[cm.Labels["op"]]++
+	}
+	c := creates{listed: len(items), acked: len(s.acked)}
+	for op, n := range byOp {
+		c.duplicated += n - 1
+		if s.failed[op] {
+			c.maybe++
+		}
+	}
+	for op := range s.acked {
+		if byOp[op] == 0 {
+			c.missing++
+		}
+	}
+	return c
+}
+
+// percentiles are the p50, p99 and maximum of d, which it sorts.
+func percentiles(d []time.Duration) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	slices.Sort(d)
+	at := func(p int) time.Duration { return d[min(len(d)-1, len(d)*p/100)] }
+	ms := func(v time.Duration) string { return fmt.Sprintf("%.1f", float64(v)/float64(time.Millisecond)) }
+	return ms(at(50)) + " / " + ms(at(99)) + " / " + ms(d[len(d)-1])
+}
+
+// TestHASideBySide runs one workload through stock client-go and through
+// kubewire (kubeadapter.Apply), side by side, against two kube-apiservers
+// behind a load balancer that restart gracefully one after the other, as
+// an upgrade of an HA control plane does, with --goaway-chance moving
+// clients between them. Four workers per client loop over a GET, a merge
+// patch and a create of ConfigMaps. It logs a table of both clients'
+// failures by cause, latency, requests per operation (every attempt, the
+// client's own retries included) and creates, and asserts that kubewire
+// failed no operation and duplicated no create; stock client-go's numbers
+// are logged only.
+func TestHASideBySide(t *testing.T) {
+	started := time.Now()
+	e := kubetest.StartWith(kubetest.Options{
+		Replicas:     2,
+		GoawayChance: 0.02,
+		// The shortest interval that keeps the restart's shape (each
+		// replica marked out before it stops serving) keeps the test
+		// short: a graceful stop then takes 1.75s plus the drain, not 4s.
+		HealthCheckInterval: 250 * time.Millisecond,
+	})
+	t.Cleanup(func() {
+		began := time.Now()
+		assert.NoError(t, e.Stop(), "the HA control plane")
+		t.Logf("stopped in %v", time.Since(began).Round(time.Millisecond))
+	})
+	base := e.Config(t)
+	t.Logf("started 2 replicas in %v", time.Since(started).Round(time.Millisecond))
+	base.QPS, base.Burst = 200, 400
+
+	admin, err := kubernetes.NewForConfig(base)
+	require.NoError(t, err)
+	ns := namespace(t, admin)
+
+	// Each client gets a pool of its own (a config with a dialer is not
+	// shared through client-go's transport cache), so that the two meet
+	// the restart on connections of their own.
+	newSide := func(name string, kubewire bool) *side {
+		s := &side{name: name, acked: map[string]bool{}, failed: map[string]bool{}}
+		cfg := rest.CopyConfig(base)
+		cfg.Dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		count := func(rt http.RoundTripper) http.RoundTripper {
+			return &requestCounter{next: rt, n: &s.requests, answered: &s.status429}
+		}
+		if kubewire {
+			require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(10*time.Second),
+				kubeadapter.WithStackOptions(stack.WithAttemptMiddleware(count))))
+		} else {
+			// Right above the base transport: every request client-go
+			// sends, its own retries included.
+			cfg.Wrap(count)
+		}
+		hc, err := rest.HTTPClientFor(cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+		s.cs, err = kubernetes.NewForConfigAndClient(cfg, hc)
+		require.NoError(t, err)
+		return s
+	}
+	sides := []*side{newSide("stock", false), newSide("kubewire", true)}
+
+	const workers = 4
+	ctx := context.Background()
+	for _, s := range sides {
+		for w := range workers {
+			_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+				Name: fmt.Sprintf("%s-%d", s.name, w)}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+
+	// Each operation has a deadline, as a controller's or a handler's
+	// call has: kubewire rides out requests that reached no server only
+	// until it. 15s covers a 429's Retry-After of 5s and the retry after
+	// it, and ends an operation stuck on a replica that is gone well
+	// within the run.
+	const opTimeout = 15 * time.Second
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for _, s := range sides {
+		for w := range workers {
+			wg.Go(func() {
+				cms := s.cs.CoreV1().ConfigMaps(ns)
+				name := fmt.Sprintf("%s-%d", s.name, w)
+				for i := 0; !stop.Load(); i++ {
+					for op := range nOps {
+						opLabel := fmt.Sprintf("%d-%d", w, i)
+						octx, cancel := context.WithTimeout(ctx, opTimeout)
+						began := time.Now()
+						var err error
+						switch op {
+						case opGet:
+							_, err = cms.Get(octx, name, metav1.GetOptions{})
+						case opPatch:
+							_, err = cms.Patch(octx, name, types.MergePatchType, fmt.Appendf(nil, `{"data":{"i":"%d"}}`, i), metav1.PatchOptions{})
+						case opCreate:
+							_, err = cms.Create(octx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+								GenerateName: name + "-",
+								Labels:       map[string]string{"client": s.name, "worker": fmt.Sprint(w), "op": opLabel},
+							}}, metav1.CreateOptions{})
+						}
+						s.record(op, time.Since(began), err, opLabel)
+						cancel()
+					}
+				}
+			})
+		}
+	}
+
+	// A couple of seconds of steady load before and after the restart.
+	const settle = 2 * time.Second
+	lb := e.Balancer()
+	began := time.Now()
+	<-time.After(settle)
+	restarting := time.Now()
+	restartErr := e.RollingRestart(kubetest.Graceful)
+	restart := time.Since(restarting)
+	<-time.After(settle)
+	stop.Store(true)
+	wg.Wait()
+	run := time.Since(began)
+	require.NoError(t, restartErr, "the rolling restart")
+
+	rows := [][]string{}
+	row := func(name string, f func(s *side) string) {
+		r := []string{name}
+		for _, s := range sides {
+			s.mu.Lock()
+			r = append(r, f(s))
+			s.mu.Unlock()
+		}
+		rows = append(rows, r)
+	}
+	made := map[*side]creates{}
+	for _, s := range sides {
+		list, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: "client=" + s.name})
+		require.NoError(t, err)
+		s.mu.Lock()
+		made[s] = s.creates(list.Items)
+		s.mu.Unlock()
+	}
+	row("operations (GET / PATCH / POST)", func(s *side) string {
+		each, all := s.ops()
+		return fmt.Sprintf("%d (%d / %d / %d)", all, each[opGet], each[opPatch], each[opCreate])
+	})
+	row("failed operations", func(s *side) string {
+		n := 0
+		for c := range nCauses {
+			n += s.failuresBy(c)
+		}
+		return fmt.Sprint(n)
+	})
+	for c := range nCauses {
+		row("&nbsp;&nbsp;"+causeNames[c], func(s *side) string { return fmt.Sprint(s.failuresBy(c)) })
+	}
+	for op := range nOps {
+		row(opNames[op]+" latency p50 / p99 / max (ms)", func(s *side) string { return percentiles(s.latency[op]) })
+	}
+	row("requests per operation (GET / PATCH / POST)", func(s *side) string {
+		each, _ := s.ops()
+		per := make([]string, nOps)
+		for op := range nOps {
+			per[op] = fmt.Sprintf("%.3f", float64(s.requests[op].Load())/float64(max(1, each[op])))
+		}
+		return strings.Join(per, " / ")
+	})
+	row("answers 429 (client-go waits and retries)", func(s *side) string { return fmt.Sprint(s.status429.Load()) })
+	row("creates acknowledged / listed", func(s *side) string { return fmt.Sprintf("%d / %d", made[s].acked, made[s].listed) })
+	row("&nbsp;&nbsp;failed but applied (maybe)", func(s *side) string { return fmt.Sprint(made[s].maybe) })
+	row("&nbsp;&nbsp;duplicated", func(s *side) string { return fmt.Sprint(made[s].duplicated) })
+	row("&nbsp;&nbsp;acknowledged, not listed", func(s *side) string { return fmt.Sprint(made[s].missing) })
+
+	var b strings.Builder
+	var conns int64
+	for i, r := range e.Balancer().Replicas {
+		conns += r.Conns - lb.Replicas[i].Conns
+	}
+	fmt.Fprintf(&b, "%d workers per client, QPS 200, %v per operation; rolling restart in %v of a %v run; %d new connections through the load balancer\n\n",
+		workers, opTimeout, restart.Round(time.Millisecond), run.Round(time.Millisecond), conns)
+	b.WriteString("| | stock client-go | kubewire |\n|---|---:|---:|\n")
+	for _, r := range rows {
+		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+	}
+	t.Logf("\n%s", b.String())
+	for _, s := range sides {
+		for c := range nCauses {
+			for _, text := range s.errs[c] {
+				t.Logf("%s, %s: %s", s.name, causeNames[c], text)
+			}
+		}
+	}
+
+	kw := sides[1]
+	each, all := kw.ops()
+	assert.Positive(t, each[opCreate], "kubewire's workers ran")
+	for c := range nCauses {
+		assert.Zero(t, kw.failuresBy(c), "kubewire's operations failed for %s in a graceful restart: %q (of %d operations)", causeNames[c], kw.errs[c], all)
+	}
+	assert.Zero(t, made[kw].duplicated, "creates kubewire duplicated")
+	assert.Zero(t, made[kw].missing, "creates kubewire had acknowledged that the list lacks")
+}
