@@ -228,125 +228,186 @@ func TestHASideBySide(t *testing.T) {
 		// short: a graceful stop then takes 1.75s plus the drain, not 4s.
 		HealthCheckInterval: 250 * time.Millisecond,
 	})
+	stopAtEnd(t, e, "the HA control plane")
+	t.Logf("started 2 replicas in %v", time.Since(started).Round(time.Millisecond))
+	run := sideBySide(t, e, "rolling restart", func() error { return e.RollingRestart(kubetest.Graceful) })
+	run.assertKubewireClean(t, "a graceful restart")
+}
+
+// TestRestartSideBySide: the same workload while the one API server of a
+// cluster restarts on its address: for a few seconds every connection is
+// refused. kubewire sends a request that reached no server again until
+// the operation's deadline, whatever its verb, so no operation fails and
+// no create runs twice; stock client-go does not retry a refused
+// connection. Before kubewire rode out refused connections until the
+// deadline, its three quick attempts lasted about 0.3s and it failed an
+// operation for each request the gap caught.
+func TestRestartSideBySide(t *testing.T) {
+	started := time.Now()
+	e := kubetest.StartWith(kubetest.Options{})
+	stopAtEnd(t, e, "the API server")
+	t.Logf("started in %v", time.Since(started).Round(time.Millisecond))
+	run := sideBySide(t, e, "restart", e.RestartAPIServer)
+	run.assertKubewireClean(t, "a restart shorter than the deadline")
+}
+
+// stopAtEnd stops e when the test ends and logs how long it took.
+func stopAtEnd(t *testing.T, e *kubetest.Env, what string) {
 	t.Cleanup(func() {
 		began := time.Now()
-		assert.NoError(t, e.Stop(), "the HA control plane")
+		assert.NoError(t, e.Stop(), what)
 		t.Logf("stopped in %v", time.Since(began).Round(time.Millisecond))
 	})
-	base := e.Config(t)
-	t.Logf("started 2 replicas in %v", time.Since(started).Round(time.Millisecond))
-	base.QPS, base.Burst = 200, 400
+}
 
+// sideBySideRun is what one run of the workload did through each client.
+type sideBySideRun struct {
+	sides []*side // stock client-go, then kubewire
+	made  map[*side]creates
+}
+
+// sideBySide runs the workload through stock client-go and kubewire on
+// e, with disrupt (named what in the log) in the middle of it, and logs
+// the table of what each client saw.
+func sideBySide(t *testing.T, e *kubetest.Env, what string, disrupt func() error) *sideBySideRun {
+	base := e.Config(t)
+	base.QPS, base.Burst = 200, 400
 	admin, err := kubernetes.NewForConfig(base)
 	require.NoError(t, err)
 	ns := namespace(t, admin)
-
-	// Each client gets a pool of its own (a config with a dialer is not
-	// shared through client-go's transport cache), so that the two meet
-	// the restart on connections of their own.
-	newSide := func(name string, kubewire bool) *side {
-		s := &side{name: name, acked: map[string]bool{}, failed: map[string]bool{}}
-		cfg := rest.CopyConfig(base)
-		cfg.Dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-		count := func(rt http.RoundTripper) http.RoundTripper {
-			return &requestCounter{next: rt, n: &s.requests, answered: &s.status429}
-		}
-		if kubewire {
-			require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(10*time.Second),
-				kubeadapter.WithStackOptions(stack.WithAttemptMiddleware(count))))
-		} else {
-			// Right above the base transport: every request client-go
-			// sends, its own retries included.
-			cfg.Wrap(count)
-		}
-		hc, err := rest.HTTPClientFor(cfg)
-		require.NoError(t, err)
-		t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
-		s.cs, err = kubernetes.NewForConfigAndClient(cfg, hc)
-		require.NoError(t, err)
-		return s
-	}
-	sides := []*side{newSide("stock", false), newSide("kubewire", true)}
+	run := &sideBySideRun{sides: []*side{newSide(t, base, "stock", false), newSide(t, base, "kubewire", true)}, made: map[*side]creates{}}
 
 	const workers = 4
 	ctx := context.Background()
-	for _, s := range sides {
+	for _, s := range run.sides {
 		for w := range workers {
 			_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 				Name: fmt.Sprintf("%s-%d", s.name, w)}}, metav1.CreateOptions{})
 			require.NoError(t, err)
 		}
 	}
-
-	// Each operation has a deadline, as a controller's or a handler's
-	// call has: kubewire rides out requests that reached no server only
-	// until it. 15s covers a 429's Retry-After of 5s and the retry after
-	// it, and ends an operation stuck on a replica that is gone well
-	// within the run.
-	const opTimeout = 15 * time.Second
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	for _, s := range sides {
+	for _, s := range run.sides {
 		for w := range workers {
-			wg.Go(func() {
-				cms := s.cs.CoreV1().ConfigMaps(ns)
-				name := fmt.Sprintf("%s-%d", s.name, w)
-				for i := 0; !stop.Load(); i++ {
-					for op := range nOps {
-						opLabel := fmt.Sprintf("%d-%d", w, i)
-						octx, cancel := context.WithTimeout(ctx, opTimeout)
-						began := time.Now()
-						var err error
-						switch op {
-						case opGet:
-							_, err = cms.Get(octx, name, metav1.GetOptions{})
-						case opPatch:
-							_, err = cms.Patch(octx, name, types.MergePatchType, fmt.Appendf(nil, `{"data":{"i":"%d"}}`, i), metav1.PatchOptions{})
-						case opCreate:
-							_, err = cms.Create(octx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-								GenerateName: name + "-",
-								Labels:       map[string]string{"client": s.name, "worker": fmt.Sprint(w), "op": opLabel},
-							}}, metav1.CreateOptions{})
-						}
-						s.record(op, time.Since(began), err, opLabel)
-						cancel()
-					}
-				}
-			})
+			wg.Go(func() { s.work(ns, w, &stop) })
 		}
 	}
 
-	// A couple of seconds of steady load before and after the restart.
+	// A couple of seconds of steady load before and after the disruption.
 	const settle = 2 * time.Second
 	lb := e.Balancer()
 	began := time.Now()
 	<-time.After(settle)
-	restarting := time.Now()
-	restartErr := e.RollingRestart(kubetest.Graceful)
-	restart := time.Since(restarting)
+	disrupting := time.Now()
+	disruptErr := disrupt()
+	took := time.Since(disrupting)
 	<-time.After(settle)
 	stop.Store(true)
 	wg.Wait()
-	run := time.Since(began)
-	require.NoError(t, restartErr, "the rolling restart")
+	all := time.Since(began)
+	require.NoError(t, disruptErr, "the %s", what)
 
-	rows := [][]string{}
-	row := func(name string, f func(s *side) string) {
-		r := []string{name}
-		for _, s := range sides {
-			s.mu.Lock()
-			r = append(r, f(s))
-			s.mu.Unlock()
-		}
-		rows = append(rows, r)
-	}
-	made := map[*side]creates{}
-	for _, s := range sides {
+	for _, s := range run.sides {
 		list, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: "client=" + s.name})
 		require.NoError(t, err)
 		s.mu.Lock()
-		made[s] = s.creates(list.Items)
+		run.made[s] = s.creates(list.Items)
 		s.mu.Unlock()
+	}
+	var conns int64
+	for i, r := range e.Balancer().Replicas {
+		conns += r.Conns - lb.Replicas[i].Conns
+	}
+	head := fmt.Sprintf("%d workers per client, QPS 200, %v per operation; %s in %v of a %v run",
+		workers, opTimeout, what, took.Round(time.Millisecond), all.Round(time.Millisecond))
+	if len(lb.Replicas) > 0 {
+		head += fmt.Sprintf("; %d new connections through the load balancer", conns)
+	}
+	t.Logf("\n%s\n\n%s", head, run.table())
+	for _, s := range run.sides {
+		for c := range nCauses {
+			for _, text := range s.errs[c] {
+				t.Logf("%s, %s: %s", s.name, causeNames[c], text)
+			}
+		}
+	}
+	return run
+}
+
+// opTimeout is each operation's deadline, as a controller's or a
+// handler's call has one: kubewire rides out requests that reached no
+// server only until it. 15s covers a 429's Retry-After of 5s and the retry
+// after it, and ends an operation stuck on a replica that is gone well
+// within the run.
+const opTimeout = 15 * time.Second
+
+// newSide builds one client of the run from base. Each client gets a pool
+// of its own (a config with a dialer is not shared through client-go's
+// transport cache), so that the two meet the disruption on connections of
+// their own.
+func newSide(t *testing.T, base *rest.Config, name string, kubewire bool) *side {
+	s := &side{name: name, acked: map[string]bool{}, failed: map[string]bool{}}
+	cfg := rest.CopyConfig(base)
+	cfg.Dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	count := func(rt http.RoundTripper) http.RoundTripper {
+		return &requestCounter{next: rt, n: &s.requests, answered: &s.status429}
+	}
+	if kubewire {
+		require.NoError(t, kubeadapter.Apply(cfg, kubeadapter.WithTimeout(10*time.Second),
+			kubeadapter.WithStackOptions(stack.WithAttemptMiddleware(count))))
+	} else {
+		// Right above the base transport: every request client-go
+		// sends, its own retries included.
+		cfg.Wrap(count)
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+	s.cs, err = kubernetes.NewForConfigAndClient(cfg, hc)
+	require.NoError(t, err)
+	return s
+}
+
+// work is worker w of s: a GET of its ConfigMap, a merge PATCH of it and
+// a create with generateName, each labelled, in a loop until stop.
+func (s *side) work(ns string, w int, stop *atomic.Bool) {
+	cms := s.cs.CoreV1().ConfigMaps(ns)
+	name := fmt.Sprintf("%s-%d", s.name, w)
+	for i := 0; !stop.Load(); i++ {
+		for op := range nOps {
+			opLabel := fmt.Sprintf("%d-%d", w, i)
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			began := time.Now()
+			var err error
+			switch op {
+			case opGet:
+				_, err = cms.Get(ctx, name, metav1.GetOptions{})
+			case opPatch:
+				_, err = cms.Patch(ctx, name, types.MergePatchType, fmt.Appendf(nil, `{"data":{"i":"%d"}}`, i), metav1.PatchOptions{})
+			case opCreate:
+				_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+					GenerateName: name + "-",
+					Labels:       map[string]string{"client": s.name, "worker": fmt.Sprint(w), "op": opLabel},
+				}}, metav1.CreateOptions{})
+			}
+			s.record(op, time.Since(began), err, opLabel)
+			cancel()
+		}
+	}
+}
+
+// table is the run's side-by-side table, in Markdown.
+func (r *sideBySideRun) table() string {
+	var rows [][]string
+	row := func(name string, f func(s *side) string) {
+		cells := []string{name}
+		for _, s := range r.sides {
+			s.mu.Lock()
+			cells = append(cells, f(s))
+			s.mu.Unlock()
+		}
+		rows = append(rows, cells)
 	}
 	row("operations (GET / PATCH / POST)", func(s *side) string {
 		each, all := s.ops()
@@ -374,37 +435,27 @@ func TestHASideBySide(t *testing.T) {
 		return strings.Join(per, " / ")
 	})
 	row("answers 429 (client-go waits and retries)", func(s *side) string { return fmt.Sprint(s.status429.Load()) })
-	row("creates acknowledged / listed", func(s *side) string { return fmt.Sprintf("%d / %d", made[s].acked, made[s].listed) })
-	row("&nbsp;&nbsp;failed but applied (maybe)", func(s *side) string { return fmt.Sprint(made[s].maybe) })
-	row("&nbsp;&nbsp;duplicated", func(s *side) string { return fmt.Sprint(made[s].duplicated) })
-	row("&nbsp;&nbsp;acknowledged, not listed", func(s *side) string { return fmt.Sprint(made[s].missing) })
-
+	row("creates acknowledged / listed", func(s *side) string { return fmt.Sprintf("%d / %d", r.made[s].acked, r.made[s].listed) })
+	row("&nbsp;&nbsp;failed but applied (maybe)", func(s *side) string { return fmt.Sprint(r.made[s].maybe) })
+	row("&nbsp;&nbsp;duplicated", func(s *side) string { return fmt.Sprint(r.made[s].duplicated) })
+	row("&nbsp;&nbsp;acknowledged, not listed", func(s *side) string { return fmt.Sprint(r.made[s].missing) })
 	var b strings.Builder
-	var conns int64
-	for i, r := range e.Balancer().Replicas {
-		conns += r.Conns - lb.Replicas[i].Conns
-	}
-	fmt.Fprintf(&b, "%d workers per client, QPS 200, %v per operation; rolling restart in %v of a %v run; %d new connections through the load balancer\n\n",
-		workers, opTimeout, restart.Round(time.Millisecond), run.Round(time.Millisecond), conns)
 	b.WriteString("| | stock client-go | kubewire |\n|---|---:|---:|\n")
-	for _, r := range rows {
-		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+	for _, cells := range rows {
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
-	t.Logf("\n%s", b.String())
-	for _, s := range sides {
-		for c := range nCauses {
-			for _, text := range s.errs[c] {
-				t.Logf("%s, %s: %s", s.name, causeNames[c], text)
-			}
-		}
-	}
+	return b.String()
+}
 
-	kw := sides[1]
+// assertKubewireClean asserts that kubewire failed no operation in the
+// run and neither duplicated nor lost a create.
+func (r *sideBySideRun) assertKubewireClean(t *testing.T, what string) {
+	kw := r.sides[1]
 	each, all := kw.ops()
 	assert.Positive(t, each[opCreate], "kubewire's workers ran")
 	for c := range nCauses {
-		assert.Zero(t, kw.failuresBy(c), "kubewire's operations failed for %s in a graceful restart: %q (of %d operations)", causeNames[c], kw.errs[c], all)
+		assert.Zero(t, kw.failuresBy(c), "kubewire's operations failed for %s in %s: %q (of %d operations)", causeNames[c], what, kw.errs[c], all)
 	}
-	assert.Zero(t, made[kw].duplicated, "creates kubewire duplicated")
-	assert.Zero(t, made[kw].missing, "creates kubewire had acknowledged that the list lacks")
+	assert.Zero(t, r.made[kw].duplicated, "creates kubewire duplicated")
+	assert.Zero(t, r.made[kw].missing, "creates kubewire had acknowledged that the list lacks")
 }
