@@ -102,6 +102,13 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 		{name: "dotted name", call: func() error { _, err := d.Start(ctx, "team-a", "a.b"); return err }, wantMsg: `sandbox name "a.b" is not a DNS label`},
 		{name: "huge name", call: func() error { _, err := d.Stop(ctx, "team-a", huge); return err },
 			wantMsg: `sandbox name "` + huge[:64] + `"... (1048577 bytes) is not a DNS label`},
+		{name: "name with a newline", call: func() error { _, err := d.Stop(ctx, "team-a", "sb\nlevel=error msg=forged"); return err },
+			wantMsg: `driver: stop sandbox team-a/"sb\nlevel=error msg=forged": invalid argument`},
+		{name: "name cut within a character", call: func() error {
+			_, err := d.Stop(ctx, "team-a", strings.Repeat("a", 63)+"é"+strings.Repeat("b", 10))
+			return err
+		},
+			wantMsg: `sandbox name "` + strings.Repeat("a", 63) + `"... (75 bytes)`},
 		{name: "unknown namespace", call: func() error { return d.Delete(ctx, "kube-system", "sb") },
 			wantMsg: `unknown namespace "kube-system": the driver serves [team-a team-b]`, notServed: true},
 		{name: "huge namespace", call: func() error { return d.Delete(ctx, huge, "sb") },

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -108,12 +109,18 @@ func KindOf(err error) Kind {
 // as long as the request that carried it.
 const maxShown = 64
 
-// cut returns v, or its first maxShown bytes and its length when longer.
+// cut returns v as an error shows a name: as it is, or quoted when it has
+// a control character or is not UTF-8, so that it cannot forge a log line;
+// its first maxShown bytes and its length when longer.
 func cut(v string) string {
-	if len(v) <= maxShown {
+	plain := utf8.ValidString(v) && strings.IndexFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) < 0
+	if plain && len(v) <= maxShown {
 		return v
 	}
-	return fmt.Sprintf("%s... (%d bytes)", v[:maxShown], len(v))
+	if !plain {
+		return quoted(v)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", v[:prefix(v)], len(v))
 }
 
 // quoted returns v quoted, cut as [cut] cuts it.
@@ -121,7 +128,17 @@ func quoted(v string) string {
 	if len(v) <= maxShown {
 		return strconv.Quote(v)
 	}
-	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(v[:maxShown]), len(v))
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(v[:prefix(v)]), len(v))
+}
+
+// prefix is how many of v's first bytes to show: at most maxShown, not
+// splitting a character.
+func prefix(v string) int {
+	n := min(len(v), maxShown)
+	for n > 0 && n < len(v) && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return n
 }
 
 func invalid(op, ns, name, format string, args ...any) *Error {

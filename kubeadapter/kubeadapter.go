@@ -439,8 +439,13 @@ func givenUp(err error) *retry.Error {
 // the request's acting context, before any call middleware above can
 // format it into text that client-go would take for a lost connection.
 // A call middleware may call the stack more than once for one request (a
-// retry or a failover of its own): what counts is the last call, so every
-// call stores its outcome, nil when the stack did not give up on it.
+// retry or a failover of its own): what counts is the last call to end,
+// so every call stores its outcome, nil when the stack did not give up on
+// it. A side call of the middleware's own through the stack with the
+// request's context (a lookup before the call) counts too, as does the
+// last of calls it made at once: a middleware that hands back another
+// call's error than the last to end should wrap it, so that client-go
+// finds the retry error in the chain.
 func recordGiveUp(next http.RoundTripper) http.RoundTripper {
 	return &giveUpRecorder{wrap(next)}
 }

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -99,6 +100,14 @@ func TestNotSentPastAttemptsPays(t *testing.T) {
 	assert.Equal(t, retry.ReasonBudget, re.Reason)
 	assert.GreaterOrEqual(t, withdrawn(), 10)
 	assert.Equal(t, 3+withdrawn(), re.Attempts, "attempts: three free, then one per token")
+	// Every cause is kept; the message names the first and last two
+	// earlier attempts.
+	assert.Len(t, re.Causes, re.Attempts)
+	msg := err.Error()
+	assert.Contains(t, msg, " attempt 2: dial tcp "+addr)
+	assert.Contains(t, msg, fmt.Sprintf(" attempts 3 to %d left out;", re.Attempts-3))
+	assert.Contains(t, msg, fmt.Sprintf(" attempt %d: dial tcp "+addr, re.Attempts-1))
+	assert.NotContains(t, msg, " attempt 3: ")
 }
 
 // TestNotSentBoundWithoutDeadline: without a deadline, or with retries

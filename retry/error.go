@@ -97,15 +97,28 @@ func (e *Error) Error() string {
 		b.WriteString(": ")
 		b.WriteString(last.Error())
 	}
-	if len(e.Causes) > 1 {
+	if earlier := e.Causes[:max(len(e.Causes)-1, 0)]; len(earlier) > 0 {
 		b.WriteString(" [earlier:")
-		for i, c := range e.Causes[:len(e.Causes)-1] {
+		for i, c := range earlier {
+			// A request that reached no server is retried until its
+			// deadline: the message names the first and the last
+			// earlier attempts, not hundreds of refused dials.
+			if n := len(earlier); n > 2*shownEarlier && i >= shownEarlier && i < n-shownEarlier {
+				if i == shownEarlier {
+					fmt.Fprintf(&b, " attempts %d to %d left out;", i+1, n-shownEarlier)
+				}
+				continue
+			}
 			fmt.Fprintf(&b, " attempt %d: %v;", i+1, c)
 		}
 		b.WriteString("]")
 	}
 	return b.String()
 }
+
+// shownEarlier is how many of the first and of the last earlier attempts
+// an [Error]'s message names; [Error.Unwrap] returns every one.
+const shownEarlier = 2
 
 // Unwrap returns every cause, so errors.Is and errors.As search them all.
 func (e *Error) Unwrap() []error { return e.Causes }

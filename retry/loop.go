@@ -223,9 +223,9 @@ func (rt *roundTripper) admit(ctx context.Context, d Decision, asked bool, faile
 
 // withdraw asks the budget for the retry after d (see the package
 // documentation, The retry budget): free if the request never reached a
-// server (within WithMaxAttempts), one token shared with the connection's other requests if the
-// connection was lost under it (once per request: its later retries pay
-// their own), else one token.
+// server (within WithMaxAttempts), one token shared with the connection's
+// other requests if the connection was lost under it (once per request:
+// its later retries pay their own), else one token.
 func (rt *roundTripper) withdraw(d Decision, failedOn roundtrip.ConnKey, known bool, shared *bool) bool {
 	b := rt.cfg.budget
 	switch {

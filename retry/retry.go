@@ -159,7 +159,10 @@ func WithBudget(ratio, floorPerSecond float64) Option {
 	})
 }
 
-// WithoutBudget removes the retry budget. Default: a budget is on.
+// WithoutBudget removes the retry budget. Without it nothing but the
+// context's deadline bounds the retries of a request that reached no
+// server (see [WithMaxAttempts]): a server down for long gets a dial from
+// every such request at each backoff. Default: a budget is on.
 func WithoutBudget() Option {
 	return optionFunc(func(c *config) { c.budget = nil })
 }

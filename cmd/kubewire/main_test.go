@@ -18,8 +18,8 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The probe's test against a real API server is in the untagged test
-// module (test/probe), so that this module's go.mod requires no test rig.
+// The probe's test against a real API server is package test/probe of the
+// untagged test module, so that this module's go.mod requires no test rig.
 func TestMain(m *testing.M) {
 	if os.Getenv(asCommand) == "1" {
 		// Not passed on to what the command starts (a credential plugin).

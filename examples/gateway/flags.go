@@ -33,6 +33,7 @@ type config struct {
 	tlsKey         string
 	audiences      string
 	insecureListen bool
+	auditRequestID bool
 	apiTimeout     time.Duration
 	pingAfter      time.Duration // 0: client-go's HTTP/2 health check
 	pingTimeout    time.Duration
@@ -64,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (config, bool) {
 	fs.StringVar(&c.tlsKey, "tls-key-file", "", "the private key (PEM) of -tls-cert-file")
 	fs.StringVar(&c.audiences, "token-audiences", "", "comma-separated audiences a caller's token must be issued for (kubectl create token --audience); default: the API server's, so that a caller's token also works against the API server")
 	fs.BoolVar(&c.insecureListen, "insecure-listen", false, "serve a -listen address other than loopback without TLS or without -authenticate: whoever on the network reaches it reads the traffic, or acts with the gateway's rights")
+	fs.BoolVar(&c.auditRequestID, "audit-request-id", false, "send each call's request ID (the caller's X-Request-Id, if valid) as the Audit-ID of the API server requests it makes: a caller then chooses the ID its calls are audited under; on only where callers are trusted")
 	fs.DurationVar(&c.apiTimeout, "api-timeout", kubeadapter.DefaultTimeout, "how long each attempt of an API server call may take before it is cut off and, if safe, retried")
 	fs.DurationVar(&c.pingAfter, "api-ping-after", 0, "with -api-ping-timeout: ping an HTTP/2 connection to the API server after this long without frames, and close it if the ping is unanswered within -api-ping-timeout, so a dead connection is found in their sum (default: client-go's, 30s and 15s)")
 	fs.DurationVar(&c.pingTimeout, "api-ping-timeout", 0, "see -api-ping-after")

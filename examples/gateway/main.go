@@ -68,11 +68,14 @@
 // misspelled or repeated field, or anything after the object, is refused
 // with 400 before anything is sent.
 //
-// Each API request the gateway makes carries, as its Audit-ID, the ID of
-// the caller's request it serves: the caller's X-Request-Id if it sent
-// one of at most 64 letters, digits, '-', '_', '.', ':' or '/', else a fresh
-// one. The gateway answers with it in X-Request-Id, so the API server's
-// audit log files every request of one call under an ID its caller knows.
+// Each call has a request ID: the caller's X-Request-Id if it sent one of
+// at most 64 letters, digits, '-', '_', '.', ':' or '/', else a fresh one.
+// The gateway logs it and answers with it in X-Request-Id. With
+// -audit-request-id, each API request the call makes carries it as its
+// Audit-ID too, so that the API server's audit log files every request of
+// one call under an ID its caller knows; off by default, because a caller
+// then chooses the ID its calls are audited under, another caller's
+// included, and audit tools take an Audit-ID for one request's.
 // -api-timeout (default 30s) bounds each attempt of an API call;
 // -api-ping-after and -api-ping-timeout set the HTTP/2 health check that
 // finds a dead connection to the API server (default: client-go's, about
@@ -146,8 +149,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	// kubewire's stack, with the gateway's observer, logger and API
 	// timeouts: the driver keeps a stack the config carries, and its
 	// options.
-	// Each API request carries its caller's request ID as its Audit-ID.
-	cfg.Wrap(auditIDs)
+	if c.auditRequestID {
+		// Each API request carries its caller's request ID as its
+		// Audit-ID.
+		cfg.Wrap(auditIDs)
+	}
 	if err := kubeadapter.Apply(cfg, stackOptions(c, m, log)...); err != nil {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		return 2

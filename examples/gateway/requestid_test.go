@@ -67,3 +67,16 @@ func TestRequestIDReachesAuditID(t *testing.T) {
 func TestAuditIDsContract(t *testing.T) {
 	transporttest.TestMiddleware(t, auditIDs)
 }
+
+// TestAuditRequestIDIsOptIn: a caller's request ID reaches the audit log
+// as an Audit-ID only under -audit-request-id: by default a caller does
+// not choose the ID its calls are audited under.
+func TestAuditRequestIDIsOptIn(t *testing.T) {
+	var errOut strings.Builder
+	c, ok := parseFlags(nil, &errOut)
+	require.True(t, ok, errOut.String())
+	assert.False(t, c.auditRequestID, "the default")
+	c, ok = parseFlags([]string{"-audit-request-id"}, &errOut)
+	require.True(t, ok, errOut.String())
+	assert.True(t, c.auditRequestID)
+}

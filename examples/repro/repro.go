@@ -336,7 +336,7 @@ func expired(cfg Config, r Result) bool {
 
 // tooClose reports whether client A's request r is too close to call: the
 // server's latency left it time enough, but what an answer really took at
-// that moment (r.Answered, client B's) did not, or the other way round.
+// that moment (r.Answered, client B's) did not.
 // Then either outcome is the bug or its absence by a hair.
 func tooClose(cfg Config, r Result) bool {
 	if r.Client != "A" || r.Answered <= cfg.Latency {

@@ -100,7 +100,7 @@ func Process(args ...string) Gateway {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(gatewayBinary(t), append([]string{"-kubeconfig", kubetest.WriteKubeconfig(t, cfg),
-			"-listen", "127.0.0.1:0", "-authenticate=false", "-namespace", namespace, "-gateway", "soak"}, args...)...)
+			"-listen", "127.0.0.1:0", "-authenticate=false", "-audit-request-id", "-namespace", namespace, "-gateway", "soak"}, args...)...)
 		stderr, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -115,7 +115,10 @@ func Process(args ...string) Gateway {
 			for sc.Scan() {
 				_, _ = fmt.Fprintln(log, sc.Text())
 				if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
-					addr <- m[1]
+					select { // the first address; never block the log
+					case addr <- m[1]:
+					default:
+					}
 				}
 			}
 			_, _ = io.Copy(log, stderr)
