@@ -92,11 +92,7 @@ func strictError(strict []error) error {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		msg := e.Error()
-		if len(msg) > 2*maxQuoted {
-			msg = fmt.Sprintf("%s... (%d bytes)", msg[:2*maxQuoted], len(msg))
-		}
-		b.WriteString(msg)
+		b.WriteString(cutText(e.Error(), 2*maxQuoted))
 	}
 	if n := len(strict) - maxStrict; n > 0 {
 		fmt.Fprintf(&b, "; and %d more", n)

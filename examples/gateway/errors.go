@@ -213,9 +213,12 @@ func quoteValue(v string) string {
 }
 
 // logPath is the request's path for a log line, cut as quoteValue cuts.
-func logPath(r *http.Request) string {
-	if p := r.URL.Path; len(p) > 4*maxQuoted {
-		return fmt.Sprintf("%s... (%d bytes)", p[:4*maxQuoted], len(p))
+func logPath(r *http.Request) string { return cutText(r.URL.Path, 4*maxQuoted) }
+
+// cutText returns s, or its first n bytes and its length when longer.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return r.URL.Path
+	return fmt.Sprintf("%s... (%d bytes)", s[:n], len(s))
 }
