@@ -117,7 +117,7 @@ func (c *requestCounter) WrappedRoundTripper() http.RoundTripper { return c.next
 
 func (c *requestCounter) CloseIdleConnections() { utilnet.CloseIdleConnectionsFor(c.next) }
 
-// side is one client of TestHASideBySide and what its workload saw.
+// side is one client of a side-by-side run and what its workload saw.
 type side struct {
 	name      string
 	cs        kubernetes.Interface

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,29 +20,12 @@ func TestMain(m *testing.M) {
 	kubetest.Main(m, &env)
 }
 
-// build builds the kubewire command into a directory of t, with the race
-// detector if this test binary has it: the command then shares every
-// compiled package with the test, where a build without it would compile
-// client-go a second time on a cold machine.
+// build builds the kubewire command into a directory of t
+// (kubetest.BuildCommand).
 func build(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kubewire")
-	args := []string{"build", "-o", bin}
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				args = append(args, "-race")
-			}
-		}
-	}
-	// From the command's own directory, so that the build selects the
-	// command's versions (its go.mod's, or the workspace's), not this
-	// module's, which stays at client-go's oldest release; a matrix leg's
-	// GOFLAGS (-modfile) is this module's too.
-	cmd := exec.Command("go", append([]string{"-C", filepath.Join("..", "..", "cmd", "kubewire")}, append(args, ".")...)...)
-	cmd.Env = append(os.Environ(), "GOFLAGS=")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "building kubewire: %s", out)
+	require.NoError(t, kubetest.BuildCommand(filepath.Join("..", "..", "cmd", "kubewire"), bin))
 	return bin
 }
 

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"sync"
 	"syscall"
 	"testing"
@@ -39,10 +38,8 @@ func Cleanup() {
 	}
 }
 
-// gatewayBinary builds examples/gateway, with -race if this test binary
-// has it, from the module or workspace the go command finds there.
-// GOFLAGS is cleared: a matrix leg's -modfile names this module's go.mod,
-// not the gateway's.
+// gatewayBinary builds examples/gateway once per test binary
+// (kubetest.BuildCommand).
 func gatewayBinary(tb testing.TB) string {
 	tb.Helper()
 	binary.once.Do(func() {
@@ -55,33 +52,12 @@ func gatewayBinary(tb testing.TB) string {
 			return
 		}
 		binary.path = filepath.Join(binary.dir, "gateway")
-		args := []string{"build", "-C", src, "-o", binary.path}
-		if raced() {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, ".")...)
-		cmd.Env = append(os.Environ(), "GOFLAGS=")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binary.err = fmt.Errorf("go %v: %w\n%s", args, err, out)
-		}
+		binary.err = kubetest.BuildCommand(src, binary.path)
 	})
 	if binary.err != nil {
 		tb.Fatal(binary.err)
 	}
 	return binary.path
-}
-
-func raced() bool {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range info.Settings {
-		if s.Key == "-race" && s.Value == "true" {
-			return true
-		}
-	}
-	return false
 }
 
 // servingLine is the gateway's log line with the address it serves on.
