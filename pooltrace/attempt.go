@@ -104,7 +104,8 @@ type Error struct {
 	Attempt Attempt
 	Err     error
 
-	conn roundtrip.ConnKey // of Attempt.Conn, for FailedConn
+	conn   roundtrip.ConnKey // of Attempt.Conn, for FailedConn
+	unsent bool              // for Unsent
 }
 
 func (e *Error) Error() string {
@@ -139,6 +140,11 @@ var _ roundtrip.ConnError = (*Error)(nil)
 func (e *Error) FailedConn() (roundtrip.ConnKey, bool) {
 	return e.conn, e.Attempt.HasConn && e.conn != roundtrip.ConnKey{}
 }
+
+// Unsent reports whether net/http looked for a connection for the attempt
+// and handed it none, so that its request was certainly not written. Like
+// FailedConn, it is for package retry.
+func (e *Error) Unsent() bool { return e.unsent }
 
 // Timeout reports whether the original error is a timeout. *url.Error asks
 // its direct cause, so this keeps http.Client's Timeout() accurate.

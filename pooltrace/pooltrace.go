@@ -129,9 +129,12 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL != nil {
 		t.a.Host, t.a.Path = req.URL.Host, req.URL.Path
 	}
-	// The connection is always recorded: errors carry it. The timings of
-	// the phases cost a hook each, so they are recorded only for a reader:
-	// an observer, or a logger that logs every attempt.
+	// The connection is always recorded: errors carry it, and whether
+	// net/http looked for one and handed none, which proves the request
+	// unsent. The timings of the phases cost a hook each, so they are
+	// recorded only for a reader: an observer, or a logger that logs
+	// every attempt.
+	t.trace.GetConn = t.getConn
 	t.trace.GotConn = t.gotConn
 	verbose := log.V(rt.cfg.verbosity).Enabled()
 	if rt.cfg.observer != nil || verbose {
@@ -165,6 +168,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	a := t.a
 	var key roundtrip.ConnKey
+	unsent := err != nil && t.asked && !t.a.HasConn
 	wrapBody := err == nil && resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody
 	if err != nil {
 		key = t.failedOn()
@@ -177,7 +181,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	rt.report(log, a, t.timed, verbose)
 	if err != nil {
 		a.Err, a.Request = nil, nil
-		return nil, &Error{Attempt: a, Err: err, conn: key}
+		return nil, &Error{Attempt: a, Err: err, conn: key, unsent: unsent}
 	}
 	if wrapBody {
 		t.body = resp.Body
@@ -246,6 +250,7 @@ type tracer struct {
 	trace httptrace.ClientTrace
 	timed bool // the phases are hooked
 	mu    sync.Mutex
+	asked bool // net/http looked for a connection (GetConn)
 	a     Attempt
 	// conn is the connection of a.Conn, until RoundTrip returns or, for a
 	// response with a body, the body is closed. Its protocol is read from
@@ -290,6 +295,12 @@ func (t *tracer) gotConn(info httptrace.GotConnInfo) {
 		t.a.Dial = t.a.GotConn - t.a.TLSHandshake
 	}
 	t.tlsBegin = time.Time{}
+}
+
+func (t *tracer) getConn(string) {
+	t.mu.Lock()
+	t.asked = true
+	t.mu.Unlock()
 }
 
 func (t *tracer) tlsStart() {

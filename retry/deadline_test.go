@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	stdlog "log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +18,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kubewire/kubewire/pooltrace"
 	"github.com/kubewire/kubewire/retry"
 	"github.com/kubewire/kubewire/transport"
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 // closedAddr returns a loopback address nothing listens on: a dial to it
@@ -138,6 +143,79 @@ func TestNotSentBoundWithoutDeadline(t *testing.T) {
 			require.True(t, errors.As(err, &re), "%v", err)
 			assert.Equal(t, retry.ReasonAttempts, re.Reason)
 			assert.Equal(t, tt.want, re.Attempts)
+		})
+	}
+}
+
+// TestHandshakeResetNotSent: a load balancer that still sends new
+// connections to a replica that died accepts them and resets them in the
+// TLS handshake, until its health check marks the replica out. The error
+// is a read reset, the same as a request cut on its way, but net/http
+// hands a request no connection until the handshake is done: the request
+// was never written, so a POST is sent again (past WithMaxAttempts, here
+// four resets), and runs once, whether the retry learns it from its own
+// trace or from pooltrace's error below it. Over plain HTTP the same
+// reset comes after the request was written, and the POST is not re-sent.
+// A POST reset in the handshake once failed with "not retried: the
+// request may have reached the server".
+func TestHandshakeResetNotSent(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		tls      bool
+		below    transport.Middleware
+		wantSent int // executions of the POST
+	}{
+		{"TLS, retry's own trace", true, nil, 1},
+		{"TLS, over pooltrace", true, pooltrace.New(), 1},
+		{"plain HTTP, written", false, pooltrace.New(), 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCounter()
+			srv := httptest.NewUnstartedServer(c)
+			srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0) // the resets' handshake errors
+			if tt.tls {
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			p, err := transporttest.NewProxy(srv.Listener.Addr().String())
+			require.NoError(t, err)
+			defer func() { _ = p.Close() }()
+			p.SetFault(transporttest.ResetBeforeForward)
+			retries := 0
+			log := funcr.New(func(_, args string) {
+				if strings.Contains(args, "retrying request") {
+					if retries++; retries == 4 {
+						p.SetFault(transporttest.NoFault)
+					}
+				}
+			}, funcr.Options{})
+			base := srv.Client().Transport.(*http.Transport).Clone()
+			defer base.CloseIdleConnections()
+			var next http.RoundTripper = base
+			if tt.below != nil {
+				next = tt.below(base)
+			}
+			rt := retry.New(retry.WithLogger(log), retry.WithBackoff(noWait))(next)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			u := strings.Replace(srv.URL, srv.Listener.Addr().String(), p.Addr(), 1)
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, u+"/?id=r", strings.NewReader("{}"))
+			require.NoError(t, err)
+			resp, err := rt.RoundTrip(req)
+			if tt.wantSent == 0 {
+				var re *retry.Error
+				require.True(t, errors.As(err, &re), "a written POST was re-sent: %v", err)
+				assert.Equal(t, retry.ReasonNotIdempotent, re.Reason)
+				assert.Equal(t, retry.MaybeSent, re.Class)
+				assert.Zero(t, retries)
+				return
+			}
+			require.NoError(t, err, "after %d retries", retries)
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, tt.wantSent, c.executed("r"))
+			assert.Equal(t, 4, retries, "one retry per reset")
 		})
 	}
 }

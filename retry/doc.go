@@ -9,7 +9,13 @@
 //   - [NotSent]: the request certainly did not reach the server (the dial
 //     failed, the connection was refused, TLS handshake timeout, HTTP/2
 //     REFUSED_STREAM or a stream the server's GOAWAY left unprocessed). Any
-//     method is retried.
+//     method is retried. A failure the error alone would leave [MaybeSent]
+//     counts as NotSent when net/http looked for a connection for the
+//     attempt and handed it none: a new connection reset in its TLS
+//     handshake, as a load balancer does to those it sends to a replica
+//     that died, before its health check marks the replica out. net/http
+//     writes a request only to a connection it handed over; the httptrace
+//     hooks (GetConn, GotConn) say which happened.
 //   - [MaybeSent]: the request may have reached the server (reset, EOF,
 //     timeout after writing, HTTP/2 connection lost). Only requests whose
 //     second copy is harmless are retried, by the rule [WithResendable]
@@ -58,12 +64,7 @@
 //     timed out before connecting, a temporary DNS failure, HTTP/2
 //     REFUSED_STREAM, a stream above the last stream ID of the server's
 //     GOAWAY. No token, as in gRPC's transparent retry: the retry adds no
-//     load. When the request's context has a deadline, such a request is
-//     sent again past [WithMaxAttempts] while the deadline allows, each
-//     retry past the bound taking a token: a server restarting behind its
-//     address refuses connections for seconds, longer than three quick
-//     attempts last, and a caller whose deadline outlasts the gap loses
-//     nothing. Without a deadline, WithMaxAttempts bounds it.
+//     load.
 //   - The connection was lost under the request: reset, EOF, broken pipe,
 //     "http2: client connection lost" or "force closed", a GOAWAY followed
 //     by the close. Over HTTP/2 this fails every request on the connection
@@ -73,8 +74,18 @@
 //     later retries pay their own.
 //   - Anything else is the request's own failure, one token per retry: a
 //     stream reset, an attempt timeout, a connection reset before it
-//     carried the request (no connection was handed to it), a status
-//     retried by [WithStatusRetry].
+//     carried the request (no connection was handed to it: the server, or
+//     a load balancer, accepted it and did a handshake), a status retried
+//     by [WithStatusRetry].
+//
+// When the request's context has a deadline, a request that certainly did
+// not reach the server ([NotSent]) is sent again past [WithMaxAttempts]
+// while the deadline allows, each retry past the bound taking a token: a
+// server restarting behind its address refuses connections for seconds,
+// and a load balancer resets the connections it sends to a dead replica
+// for as long as its health check takes, longer than three quick attempts
+// last; a caller whose deadline outlasts the gap loses nothing. Without a
+// deadline, WithMaxAttempts bounds it.
 //
 // The connection comes from net/http itself. When pooltrace is below this
 // middleware (the recommended order, and kubeadapter's; found through
@@ -102,8 +113,10 @@
 //     deadline, one dial per token until the deadline or the budget ends
 //     it; the floor pays for ten such dials a second across all requests.
 //   - A server that resets every new connection, or fails request after
-//     request: one token per retry. N requests over t seconds make at most
-//     (1+ratio)*N + floor*(1+t) attempts.
+//     request: one token per retry (a request with a deadline keeps trying
+//     while tokens last, if the resets come before it was written). N
+//     requests over t seconds make at most (1+ratio)*N + floor*(1+t)
+//     attempts.
 //   - The worst case, a server that takes requests on every new connection
 //     and then drops it under them: each request retries once on a shared
 //     token and pays for any further retry, so at most (2+ratio)*N +

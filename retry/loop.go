@@ -43,14 +43,15 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return rt.Next.RoundTrip(req)
 	}
 	req = markBody(req)
-	var conn *connTrace
 	if rt.cfg.budget != nil {
 		rt.cfg.budget.deposit()
-		if !rt.traced {
-			conn = &connTrace{}
-			conn.trace.GotConn = conn.gotConn
-			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &conn.trace))
-		}
+	}
+	var conn *connTrace
+	if !rt.traced {
+		conn = &connTrace{}
+		conn.trace.GetConn = conn.getConn
+		conn.trace.GotConn = conn.gotConn
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &conn.trace))
 	}
 	resp, err := rt.Next.RoundTrip(req)
 	if err == nil && !rt.retryStatus(req, resp) {
@@ -94,12 +95,17 @@ func (rt *roundTripper) retry(req *http.Request, conn *connTrace, resp *http.Res
 	for attempt := 1; ; attempt++ {
 		e.Attempts = attempt
 		d := Decision{Request: req, Attempt: attempt, Err: err}
-		failedOn, known := failedOn(conn, err)
+		failedOn, known, unsent := failedOn(conn, err)
 		var asked time.Duration // the status's Retry-After, if it has one
 		hasAsked := false
 		if err != nil {
 			e.Causes = append(e.Causes, err)
 			d.Class = rt.classify(err)
+			if d.Class == MaybeSent && unsent {
+				// The error alone cannot tell a reset TLS handshake
+				// from a reset request; net/http's hooks can.
+				d.Class = NotSent
+			}
 			e.Class = d.Class
 			maybeSent = maybeSent || d.Class == MaybeSent
 		} else {
@@ -178,16 +184,17 @@ func (rt *roundTripper) mayRetry(req *http.Request, d Decision, rewindable bool)
 }
 
 // untilDeadline reports whether the attempt d may be retried past
-// WithMaxAttempts: it reached no server (a dial refused or unreachable, a
-// stream refused or left unprocessed by a graceful GOAWAY), the request's
-// context has a deadline, and retries are on. A server restarting behind
-// its address refuses connections for seconds; a caller who gave the
-// request longer than that loses nothing by the wait, and the server
-// nothing by the retries. Past the bound, each retry takes a budget token
-// (withdraw), so that a server down for long costs dials at the budget's
-// rate, not at every request's.
+// WithMaxAttempts: its request was certainly not sent (a dial refused or
+// unreachable, a TLS handshake reset or timed out, a stream refused or
+// left unprocessed by a graceful GOAWAY), the request's context has a
+// deadline, and retries are on. A server restarting behind its address
+// refuses connections for seconds, and a load balancer resets those it
+// sends to a dead replica until its health check marks it out; a caller
+// who gave the request longer than that loses nothing by the wait. Past
+// the bound, each retry takes a budget token (withdraw), so that a server
+// down for long costs dials at the budget's rate, not at every request's.
 func (rt *roundTripper) untilDeadline(req *http.Request, d Decision) bool {
-	if rt.cfg.maxAttempts < 2 || d.Err == nil || d.Class != NotSent || budgetCause(d.Err) != causeNoLoad {
+	if rt.cfg.maxAttempts < 2 || d.Err == nil || d.Class != NotSent {
 		return false
 	}
 	_, ok := req.Context().Deadline()
@@ -362,31 +369,44 @@ func drain(resp *http.Response) {
 }
 
 // failedOn returns the connection the attempt that ended with err was on,
-// and whether it is known: from the error when a middleware below names it
-// (pooltrace's, a roundtrip.ConnError), else from the request's own trace.
-// A dial that failed has none.
-func failedOn(conn *connTrace, err error) (roundtrip.ConnKey, bool) {
-	c := conn.take()
+// whether it is known, and whether the attempt's request was certainly
+// never written (net/http looked for a connection and handed it none):
+// from the error when a middleware below names its connection (pooltrace's,
+// a roundtrip.ConnError), else from the request's own trace. A dial that
+// failed has no connection.
+func failedOn(conn *connTrace, err error) (key roundtrip.ConnKey, known, unsent bool) {
+	c, asked := conn.take()
 	var ce roundtrip.ConnError
 	if errors.As(err, &ce) {
-		return ce.FailedConn()
+		key, known = ce.FailedConn()
+		return key, known, ce.Unsent()
 	}
 	if c == nil {
-		return roundtrip.ConnKey{}, false
+		return roundtrip.ConnKey{}, false, err != nil && asked
 	}
-	return roundtrip.KeyOf(c)
+	key, known = roundtrip.KeyOf(c)
+	return key, known, false
 }
 
 // connTrace learns which connection carried an attempt, so that the
-// requests that failed with the same connection can share one retry token.
-// net/http calls GotConn for every connection it hands the request,
-// composed with any other trace in the context (client-go's); the last one
-// is the connection the attempt failed on. Dials that fail never report a
-// connection.
+// requests that failed with the same connection can share one retry token,
+// and whether net/http handed the attempt one at all. net/http calls
+// GetConn when it looks for a connection for a request and GotConn for
+// every connection it hands the request, composed with any other trace in
+// the context (client-go's); the last one is the connection the attempt
+// failed on. Dials that fail never report a connection, and net/http
+// writes a request only to a connection it handed over.
 type connTrace struct {
 	trace httptrace.ClientTrace
 	mu    sync.Mutex
+	asked bool
 	conn  net.Conn
+}
+
+func (c *connTrace) getConn(string) {
+	c.mu.Lock()
+	c.asked = true
+	c.mu.Unlock()
 }
 
 func (c *connTrace) gotConn(info httptrace.GotConnInfo) {
@@ -396,16 +416,17 @@ func (c *connTrace) gotConn(info httptrace.GotConnInfo) {
 }
 
 // take returns the connection of the attempt that just ended, if there was
-// one, and forgets it for the next attempt.
-func (c *connTrace) take() net.Conn {
+// one, and whether net/http looked for one, and forgets both for the next
+// attempt.
+func (c *connTrace) take() (net.Conn, bool) {
 	if c == nil {
-		return nil
+		return nil, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	conn := c.conn
-	c.conn = nil
-	return conn
+	conn, asked := c.conn, c.asked
+	c.conn, c.asked = nil, false
+	return conn, asked
 }
 
 // markBody returns req with its body, and the bodies GetBody returns,

@@ -39,6 +39,12 @@ type ConnError interface {
 	// FailedConn returns the key of the connection the attempt failed
 	// on, and false if it had none or the key would not identify it.
 	FailedConn() (ConnKey, bool)
+	// Unsent reports whether the attempt's request was certainly never
+	// written: net/http looked for a connection for it (the GetConn
+	// hook) and handed it none (no GotConn), as when the TLS handshake
+	// of a new connection was reset. net/http writes a request only to
+	// a connection it handed over, on HTTP/1.1 and HTTP/2.
+	Unsent() bool
 }
 
 // ConnTracer is implemented by a RoundTripper whose errors are ConnErrors
