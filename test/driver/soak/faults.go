@@ -78,6 +78,8 @@ type injector struct {
 	errs    []error
 }
 
+// newInjector is an injector of faults on p; an lbIdle of 0 drops no idle
+// flow.
 func newInjector(p *transporttest.Proxy, restart func() error, quiet *sync.RWMutex, lbIdle, stallFor, settle time.Duration) *injector {
 	in := &injector{proxy: p, restart: restart, quiet: quiet, lbIdle: lbIdle, stallFor: stallFor, settle: settle, armed: map[string]int{}, acted: map[string]int{}}
 	p.SetObserver(in.observe)

@@ -1,10 +1,16 @@
 package soak
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
 func TestPlan(t *testing.T) {
@@ -25,4 +31,39 @@ func TestPlan(t *testing.T) {
 	assert.Zero(t, count[FaultStall])
 	assert.Equal(t, 1, count[FaultRestart])
 	assert.Contains(t, p, planned{At: 30 * time.Second, Fault: FaultRestart}, "in the middle")
+}
+
+// TestIdleDropOff: a rate of 0 turns idle drops off. The proxy dropped
+// flows idle for LBIdle whatever the rate, so a run with no connection
+// faults planned still had them: the ha scenario's first run reported
+// "idle-drop 0/min: 0 armed, 4 acted".
+func TestIdleDropOff(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	p, err := transporttest.NewProxy(srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer p.Close()
+	c := DefaultConfig()
+	c.LBIdle = 20 * time.Millisecond
+	c.Rates[FaultIdleDrop] = 0
+	in := newInjector(p, nil, &sync.RWMutex{}, c.idleDrop(), c.StallFor, time.Second)
+	defer in.stop()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	get := func() error {
+		resp, err := client.Get("http://" + p.Addr())
+		if err == nil {
+			err = resp.Body.Close()
+		}
+		return err
+	}
+	require.NoError(t, get())
+	// The flow goes idle past LBIdle: the condition is time itself.
+	<-time.After(5 * c.LBIdle)
+	require.NoError(t, get(), "a flow idle past LBIdle was dropped with idle drops off")
+	assert.Equal(t, 1, p.Accepted(), "one connection, reused")
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	assert.Zero(t, in.acted[FaultIdleDrop])
 }

@@ -112,6 +112,17 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Out, "soak.out", c.Out, "directory for the history, the audit log and the report (default: a temporary one)")
 }
 
+// idleDrop is the idle time after which the load balancer in front of
+// the API server drops a flow: LBIdle if idle drops are planned at all,
+// else 0, none. A rate of 0 turns a fault off, and this one acts without
+// being armed, on any flow that happens to go idle.
+func (c *Config) idleDrop() time.Duration {
+	if c.Rates[FaultIdleDrop] <= 0 {
+		return 0
+	}
+	return c.LBIdle
+}
+
 // Gateway starts the gateway under test against cfg, which reaches the
 // API server through the fault proxy, as the gateway's own user, for
 // namespace; dir holds the run's artifacts. h serves its HTTP API and
@@ -337,7 +348,7 @@ func (s *soakRun) prepareLoad() {
 		timeout: s.c.OpTimeout, kinds: s.c.Kinds,
 		template: `{"spec":{"containers":[{"name":"agent","image":"busybox"}]}}`,
 	}
-	s.inj = newInjector(s.proxy, s.restartAPIServer, quiet, s.c.LBIdle, s.c.StallFor, time.Second)
+	s.inj = newInjector(s.proxy, s.restartAPIServer, quiet, s.c.idleDrop(), s.c.StallFor, time.Second)
 	s.faults = plan(s.c.Seed, s.c.Duration, s.c.Rates, s.c.Restart)
 	s.t.Logf("soak: %d faults planned", len(s.faults))
 }
