@@ -24,6 +24,10 @@ import (
 //     the operation's ID as it is) with [kubeadapter.Resendable]'s answer
 //     on the bytes the gateway sent, which the checker needs to tell a
 //     violation from a permitted re-send.
+//   - It keeps what happened to each operation's requests that failed on
+//     the way to the API server ([causeLog]): the gateway's answer to the
+//     client names no cause, and the gateway's own errors name the proxy's
+//     cut, not what the API server did.
 //   - With resendPOST, it is a deliberately broken hop that sends every
 //     POST twice, whatever the first did, and answers with the first
 //     answer it got: the duplicates the checker must catch.
@@ -40,6 +44,7 @@ type apiProxy struct {
 	host       string
 	resendPOST bool
 	resent     atomic.Int32
+	causes     causeLog
 }
 
 // newAPIProxy starts an apiProxy to user's API server, until tb ends.
@@ -81,6 +86,7 @@ func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		panic(http.ErrAbortHandler)
 	}
+	op, _, _ := ParseAuditID(r.Header.Get("Audit-ID"))
 	out := p.outbound(r, body)
 	resp, err := p.upstream.RoundTrip(out)
 	if p.resendPOST && r.Method == http.MethodPost {
@@ -94,9 +100,11 @@ func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
+		p.causes.add(op, failed(err))
 		panic(http.ErrAbortHandler)
 	}
 	defer resp.Body.Close()
+	p.causes.add(op, answered(resp.StatusCode))
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
@@ -116,6 +124,7 @@ func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if rerr != nil {
+			p.causes.add(op, failed(rerr))
 			panic(http.ErrAbortHandler)
 		}
 	}

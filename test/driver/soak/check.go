@@ -24,8 +24,11 @@ type Input struct {
 	// FinalFence is the fence after the run (FenceUID, FenceGeneration).
 	FinalFence State
 	// Faults are the windows in which faults acted, to tell latency under
-	// faults from latency without.
+	// faults from latency without, and to file failures by window.
 	Faults []Window
+	// Causes are, by operation, the causes of its API requests that failed
+	// on the way to the API server, in order (see [Failure.Upstream]).
+	Causes map[string][]Upstream
 }
 
 // Window is a time interval in which a fault acted.
@@ -139,6 +142,11 @@ type Result struct {
 	// of those no fault window overlaps and of the others.
 	LatencyClean   Percentiles `json:"latencyCleanMs"`
 	LatencyFaulted Percentiles `json:"latencyFaultedMs"`
+	// FailuresByCause counts the operations that did not succeed (failed
+	// or unknown) by cause, every cause of [causeNames] in its order, and
+	// by the fault window each overlaps; Failures lists them.
+	FailuresByCause []CauseCount `json:"failuresByCause"`
+	Failures        []Failure    `json:"failures,omitempty"`
 }
 
 // Failed reports whether the result breaks a rule that must hold.
@@ -203,6 +211,7 @@ func Check(in Input) *Result {
 	r.duplicates(in)
 	r.amplification(in)
 	r.latency(in)
+	r.failures(in)
 
 	record, fences := records(in)
 	reached, applied := map[string]bool{}, map[string]bool{}

@@ -48,6 +48,7 @@ func (r *Report) Table() string {
 	row("gateway open fds start/end", fmt.Sprintf("%d/%d", r.Start.FDs, r.End.FDs), fmt.Sprintf("+%d at most", r.Tolerance.FDs))
 	row("gateway heap in use start/end", fmt.Sprintf("%s/%s", mib(r.Start.HeapBytes), mib(r.End.HeapBytes)), "+"+mib(r.Tolerance.HeapBytes)+" at most")
 	_ = tw.Flush()
+	failuresTable(&b, res.FailuresByCause)
 	for _, v := range res.Violations {
 		fmt.Fprintf(&b, "VIOLATION %s %s %s: %s\n", v.Kind, v.Name, v.Op, v.Detail)
 	}
@@ -68,4 +69,25 @@ func background(m map[string]int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// failuresTable writes the operations that did not succeed by cause, one
+// row each, and by the fault window they overlap, one column each.
+func failuresTable(b *strings.Builder, counts []CauseCount) {
+	windows := windowNames(counts)
+	total := 0
+	for _, c := range counts {
+		total += c.Total
+	}
+	fmt.Fprintf(b, "operations that did not succeed, by cause and by the fault window they overlap: %d\n", total)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "cause\ttotal\t%s\t\n", strings.Join(windows, "\t"))
+	for _, c := range counts {
+		cells := make([]string, len(windows))
+		for i, w := range windows {
+			cells[i] = fmt.Sprint(c.ByWindow[w])
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", c.Cause, c.Total, strings.Join(cells, "\t"))
+	}
+	_ = tw.Flush()
 }

@@ -450,7 +450,7 @@ func (s *soakRun) audit() {
 		s.t.Fatal(err)
 	}
 	s.rep.Result = Check(Input{History: history, Audit: events, GatewayUser: GatewayUser, Namespace: s.ns,
-		Final: s.final, FinalFence: s.finalFence, Faults: s.windows})
+		Final: s.final, FinalFence: s.finalFence, Faults: s.windows, Causes: s.api.causes.snapshot()})
 }
 
 func (s *soakRun) writeReport() {
