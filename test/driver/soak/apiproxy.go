@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -27,7 +28,8 @@ import (
 //   - It keeps what happened to each operation's requests that failed on
 //     the way to the API server ([causeLog]): the gateway's answer to the
 //     client names no cause, and the gateway's own errors name the proxy's
-//     cut, not what the API server did.
+//     cut, not what the API server did; and the writes that got no answer
+//     ([Unanswered]), which a killed API server may have applied unlogged.
 //   - With resendPOST, it is a deliberately broken hop that sends every
 //     POST twice, whatever the first did, and answers with the first
 //     answer it got: the duplicates the checker must catch.
@@ -88,6 +90,7 @@ func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	op, _, _ := ParseAuditID(r.Header.Get("Audit-ID"))
 	out := p.outbound(r, body)
+	sent := time.Now()
 	resp, err := p.upstream.RoundTrip(out)
 	if p.resendPOST && r.Method == http.MethodPost {
 		p.resent.Add(1)
@@ -100,7 +103,9 @@ func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		p.causes.add(op, failed(err))
+		u := failed(err)
+		u.Unanswered = unanswered(r, body, sent)
+		p.causes.add(op, u)
 		panic(http.ErrAbortHandler)
 	}
 	defer resp.Body.Close()

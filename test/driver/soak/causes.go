@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // The causes a failed operation is filed under, as TestHASideBySide files
@@ -114,6 +116,49 @@ type Upstream struct {
 	Cause string `json:"cause"`
 	// Error is the proxy's error, or the API server's status.
 	Error string `json:"error"`
+	// Unanswered is set for a write the proxy sent that got no answer.
+	Unanswered *Unanswered `json:"unanswered,omitempty"`
+}
+
+// Unanswered is a write of an object that the API proxy sent and the API
+// server never answered. A replica killed while it ran the write may
+// have stored it and logged no audit event of it: the proxy's record is
+// then the only one of a write that may have been applied.
+type Unanswered struct {
+	Verb      string    `json:"verb"`
+	Resource  string    `json:"resource"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	At        time.Time `json:"at"`
+}
+
+// unanswered is the write r is, with its body, sent at; nil for a read or
+// a request it cannot tell the object of.
+func unanswered(r *http.Request, body []byte, at time.Time) *Unanswered {
+	verbs := map[string]string{http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch", http.MethodDelete: "delete"}
+	verb := verbs[r.Method]
+	// /api/v1/namespaces/ns/res[/name[/sub]] or /apis/group/version/...
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	i := slices.Index(parts, "namespaces")
+	if verb == "" || i < 0 || len(parts) < i+3 {
+		return nil
+	}
+	u := &Unanswered{Verb: verb, Namespace: parts[i+1], Resource: parts[i+2], At: at}
+	if len(parts) > i+3 {
+		u.Name = parts[i+3]
+	} else if verb == "create" {
+		var obj struct {
+			Metadata struct{ Name string } `json:"metadata"`
+		}
+		if json.Unmarshal(body, &obj) != nil {
+			return nil
+		}
+		u.Name = obj.Metadata.Name
+	}
+	if u.Name == "" {
+		return nil
+	}
+	return u
 }
 
 func (l *causeLog) add(op string, u Upstream) {
