@@ -232,7 +232,8 @@ type Report struct {
 // Failed reports whether the run broke a rule that must hold.
 func (r *Report) Failed() bool { return r.Result.Failed() || len(r.Leaks) > 0 || len(r.Errors) > 0 }
 
-// Run runs a soak of gw: a kube-apiserver and etcd with an audit log, the
+// Run runs a soak of gw: a kube-apiserver and etcd with an audit log (or,
+// in [ScenarioHA], c.Replicas of them behind a load balancer), the
 // agent-sandbox controller and a fake kubelet, the fault proxy in front of
 // the API server, the gateway behind it, the clients and the fence
 // changes for c.Duration under the planned faults; then it lets the
