@@ -223,15 +223,19 @@ fmt: ## gofmt -w the repository
 # restart, judged against the API server's audit log (test/driver/soak). `make
 # test` runs it for 30 seconds with a fixed seed (TestSoak); this runs it
 # for SOAK_DURATION with SOAK_SEED and every fault, and keeps the history,
-# the audit log and the report in SOAK_OUT.
+# the audit log and the report in SOAK_OUT. SOAK_SCENARIO=ha runs it on two
+# kube-apiservers behind a load balancer instead, with GOAWAY chance 0.02, a
+# graceful rolling restart and a kill (-soak.scenario); SOAK_FLAGS come
+# after it, and can set its faults again.
+SOAK_SCENARIO ?= faults
 SOAK_DURATION ?= 10m
 SOAK_SEED ?= $(shell date +%s)
 SOAK_OUT ?= $(abspath $(shell $(GO) env GOCACHE)/../kubewire-soak)/$(SOAK_SEED)
 SOAK_FLAGS ?=
 
-soak: envtest ## the gateway under connection faults for SOAK_DURATION (10m), checked against the audit log
+soak: envtest ## the gateway under connection faults for SOAK_DURATION (10m), checked against the audit log; SOAK_SCENARIO=ha: two API servers, a rolling restart and a kill
 	$(TEST_ENV) $(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./test/driver/soak \
-		-args -soak.duration=$(SOAK_DURATION) -soak.seed=$(SOAK_SEED) -soak.out=$(SOAK_OUT) $(SOAK_FLAGS)
+		-args -soak.scenario=$(SOAK_SCENARIO) -soak.duration=$(SOAK_DURATION) -soak.seed=$(SOAK_SEED) -soak.out=$(SOAK_OUT) $(SOAK_FLAGS)
 
 # Every target with a "## " comment on its rule's line, one line each.
 # `make` alone still runs `make test`, the first target.

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -24,6 +25,11 @@ import (
 //     the operation's ID as it is) with [kubeadapter.Resendable]'s answer
 //     on the bytes the gateway sent, which the checker needs to tell a
 //     violation from a permitted re-send.
+//   - It keeps what happened to each operation's requests that failed on
+//     the way to the API server ([causeLog]): the gateway's answer to the
+//     client names no cause, and the gateway's own errors name the proxy's
+//     cut, not what the API server did; and the writes that got no answer
+//     ([Unanswered]), which a killed API server may have applied unlogged.
 //   - With resendPOST, it is a deliberately broken hop that sends every
 //     POST twice, whatever the first did, and answers with the first
 //     answer it got: the duplicates the checker must catch.
@@ -40,6 +46,7 @@ type apiProxy struct {
 	host       string
 	resendPOST bool
 	resent     atomic.Int32
+	causes     causeLog
 }
 
 // newAPIProxy starts an apiProxy to user's API server, until tb ends.
@@ -81,7 +88,9 @@ func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		panic(http.ErrAbortHandler)
 	}
+	op, _, _ := ParseAuditID(r.Header.Get("Audit-ID"))
 	out := p.outbound(r, body)
+	sent := time.Now()
 	resp, err := p.upstream.RoundTrip(out)
 	if p.resendPOST && r.Method == http.MethodPost {
 		p.resent.Add(1)
@@ -94,9 +103,13 @@ func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
+		u := failed(err)
+		u.Unanswered = unanswered(r, body, sent)
+		p.causes.add(op, u)
 		panic(http.ErrAbortHandler)
 	}
 	defer resp.Body.Close()
+	p.causes.add(op, answered(resp.StatusCode))
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
@@ -116,6 +129,7 @@ func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if rerr != nil {
+			p.causes.add(op, failed(rerr))
 			panic(http.ErrAbortHandler)
 		}
 	}

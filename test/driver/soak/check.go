@@ -3,6 +3,7 @@ package soak
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -24,8 +25,11 @@ type Input struct {
 	// FinalFence is the fence after the run (FenceUID, FenceGeneration).
 	FinalFence State
 	// Faults are the windows in which faults acted, to tell latency under
-	// faults from latency without.
+	// faults from latency without, and to file failures by window.
 	Faults []Window
+	// Causes are, by operation, the causes of its API requests that failed
+	// on the way to the API server, in order (see [Failure.Upstream]).
+	Causes map[string][]Upstream
 }
 
 // Window is a time interval in which a fault acted.
@@ -139,6 +143,11 @@ type Result struct {
 	// of those no fault window overlaps and of the others.
 	LatencyClean   Percentiles `json:"latencyCleanMs"`
 	LatencyFaulted Percentiles `json:"latencyFaultedMs"`
+	// FailuresByCause counts the operations that did not succeed (failed
+	// or unknown) by cause, every cause of [causeNames] in its order, and
+	// by the fault window each overlaps; Failures lists them.
+	FailuresByCause []CauseCount `json:"failuresByCause"`
+	Failures        []Failure    `json:"failures,omitempty"`
 }
 
 // Failed reports whether the result breaks a rule that must hold.
@@ -203,6 +212,7 @@ func Check(in Input) *Result {
 	r.duplicates(in)
 	r.amplification(in)
 	r.latency(in)
+	r.failures(in)
 
 	record, fences := records(in)
 	reached, applied := map[string]bool{}, map[string]bool{}
@@ -361,11 +371,16 @@ func records(in Input) (map[string]*record, []fenceVersion) {
 	maybeDeletes := map[string][]entry{}
 	out := map[string]*record{}
 	var fences []fenceVersion
+	type loggedWrite struct{ op, verb, name string }
+	logged := map[loggedWrite]bool{}
 	for _, e := range in.Audit {
 		if e.Namespace != in.Namespace {
 			continue
 		}
 		op, _, _ := ParseAuditID(e.AuditID)
+		if e.write() {
+			logged[loggedWrite{op, e.Verb, e.Name}] = true
+		}
 		if e.Resource == "networkpolicies" {
 			if e.write() && e.ok() && e.Object != nil && e.Verb != "delete" {
 				fences = append(fences, fenceVersion{rv: parseRV(e.Object.ResourceVersion), uid: e.Object.UID, gen: e.Object.Generation})
@@ -399,6 +414,26 @@ func records(in Input) (map[string]*record, []fenceVersion) {
 			if v, ok := out[e.Name].answered[op]; op != "" && (!ok || v.rv < en.rv) {
 				out[e.Name].answered[op] = k
 			}
+		}
+	}
+	// A write that got no answer and that the audit log holds nothing of
+	// may have been applied by an API server that died before it logged
+	// it: a maybe, as one answered 5xx is.
+	for _, op := range slices.Sorted(maps.Keys(in.Causes)) {
+		for _, u := range in.Causes[op] {
+			w := u.Unanswered
+			if w == nil || w.Namespace != in.Namespace || w.Resource != "sandboxes" || logged[loggedWrite{op, w.Verb, w.Name}] {
+				continue
+			}
+			if out[w.Name] == nil {
+				out[w.Name] = &record{answered: map[string]version{}}
+				versions[w.Name] = map[version]entry{}
+			}
+			if w.Verb == "delete" {
+				maybeDeletes[w.Name] = append(maybeDeletes[w.Name], entry{op: op, byGW: true, verb: w.Verb, at: w.At, deleted: true, maybeW: true})
+				continue
+			}
+			out[w.Name].maybes = append(out[w.Name].maybes, maybeWrite{op: op, byGW: true, verb: w.Verb, at: w.At})
 		}
 	}
 	for name, r := range out {

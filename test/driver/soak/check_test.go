@@ -3,6 +3,8 @@ package soak
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -404,4 +406,53 @@ func TestCheckAnswered5xx(t *testing.T) {
 		assert.Equal(t, ViolationAckUndone, r.Violations[0].Kind)
 		assert.Contains(t, r.Violations[0].Detail, "no write answered 5xx explains it")
 	})
+}
+
+// TestCheckUnanswered: a replica killed while it ran a write may have
+// stored it and logged nothing of it. The API proxy's record of the write
+// it sent and got no answer to stands in for the missing audit event, as
+// a 5xx answer does: a write that may have been applied.
+func TestCheckUnanswered(t *testing.T) {
+	// The audit log's events are a millisecond apart: the start was sent
+	// just before op-000004's get, the eighth event.
+	evs := append(base(), ev{id: "op-000004", verb: "get", user: gw, res: "sandboxes", name: "a", code: 200, resp: sandbox("u1", 13, true, 1)})
+	h := append(baseHistory(), op("op-000003", Start, 3, Unknown, nil), op("op-000004", Get, 4, OK, answer("u1", true, 1)))
+	killed := map[string][]Upstream{"op-000003": {{Cause: CauseConnLoss, Error: "read: connection reset by peer",
+		Unanswered: &Unanswered{Verb: "patch", Resource: "sandboxes", Namespace: ns, Name: "a", At: t0.Add(6 * time.Millisecond)}}}}
+	in := Input{History: h, Audit: audit(t, evs...), GatewayUser: gw, Namespace: ns, Final: map[string]State{"a": *state("u1", 13, true, 1)}, FinalFence: State{FenceUID: "f1", FenceGeneration: 1}}
+
+	r := Check(in)
+	require.Len(t, r.Violations, 1, "without the proxy's record the start is no one's: %+v", r.Violations)
+	assert.Equal(t, ViolationAckUndone, r.Violations[0].Kind)
+
+	in.Causes = killed
+	r = Check(in)
+	assert.Empty(t, r.Violations, "the start the killed replica ran unlogged")
+	assert.False(t, r.Failed())
+}
+
+func TestUnansweredWrite(t *testing.T) {
+	at := t0
+	tests := []struct {
+		name, method, path, body string
+		want                     *Unanswered
+	}{
+		{name: "create", method: http.MethodPost, path: "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes", body: `{"metadata":{"name":"a"}}`,
+			want: &Unanswered{Verb: "create", Resource: "sandboxes", Namespace: "ns", Name: "a", At: at}},
+		{name: "patch", method: http.MethodPatch, path: "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/a",
+			want: &Unanswered{Verb: "patch", Resource: "sandboxes", Namespace: "ns", Name: "a", At: at}},
+		{name: "status", method: http.MethodPut, path: "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/a/status",
+			want: &Unanswered{Verb: "update", Resource: "sandboxes", Namespace: "ns", Name: "a", At: at}},
+		{name: "delete", method: http.MethodDelete, path: "/apis/networking.k8s.io/v1/namespaces/ns/networkpolicies/f",
+			want: &Unanswered{Verb: "delete", Resource: "networkpolicies", Namespace: "ns", Name: "f", At: at}},
+		{name: "get", method: http.MethodGet, path: "/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/a"},
+		{name: "cluster-scoped", method: http.MethodPost, path: "/api/v1/namespaces", body: `{"metadata":{"name":"ns"}}`},
+		{name: "create without a name", method: http.MethodPost, path: "/api/v1/namespaces/ns/configmaps", body: `{"metadata":{"generateName":"x-"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(tt.method, tt.path, nil)
+			assert.Equal(t, tt.want, unanswered(r, []byte(tt.body), at))
+		})
+	}
 }

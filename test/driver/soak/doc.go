@@ -19,6 +19,13 @@
 // kube-apiserver on the same etcd in the middle of the run. Every
 // operation and its answer is written to the history (JSON lines).
 //
+// [ScenarioHA] runs the same gateway, workload and checks on two
+// kube-apiservers behind a load balancer, with --goaway-chance=0.02,
+// through a graceful rolling restart and a replica killed and started
+// again, without the connection faults ([Config.UseScenario]).
+// Operations that did not succeed are filed by cause and by the fault
+// window they overlap ([Result.FailuresByCause]).
+//
 // # Correlation
 //
 // Each operation has an ID, sent as its call's X-Request-Id ([OpHeader]).

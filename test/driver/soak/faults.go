@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -19,15 +20,26 @@ const (
 	FaultStall        = "stall"
 	FaultBlackHole    = "black-hole"
 	FaultRestart      = "apiserver-restart"
+	// The faults of the ha scenario ([ScenarioHA]): a graceful restart of
+	// each kube-apiserver replica in turn, and a replica killed and
+	// started again.
+	FaultRollingRestart = "rolling-restart"
+	FaultKill           = "replica-kill"
 )
 
+// rateFaults are the faults planned at a rate per minute, each with its
+// flag.
+var rateFaults = []string{FaultResetBefore, FaultResetAfter, FaultCloseOnReuse, FaultIdleDrop, FaultStall, FaultBlackHole}
+
 // faultNames orders the faults in reports.
-var faultNames = []string{FaultResetBefore, FaultResetAfter, FaultCloseOnReuse, FaultIdleDrop, FaultStall, FaultBlackHole, FaultRestart}
+var faultNames = append(slices.Clone(rateFaults), FaultRestart, FaultRollingRestart, FaultKill)
 
 // planned is a fault due at an offset from the start of the run.
 type planned struct {
 	At    time.Duration `json:"at"`
 	Fault string        `json:"fault"`
+	// Replica is the kube-apiserver replica a kill stops.
+	Replica int `json:"replica,omitempty"`
 }
 
 // plan draws the faults of a run from its seed: for each fault a Poisson
@@ -37,7 +49,7 @@ type planned struct {
 func plan(seed int64, d time.Duration, rates map[string]float64, restart bool) []planned {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x50a6))
 	var out []planned
-	for _, name := range faultNames {
+	for _, name := range rateFaults {
 		rate := rates[name]
 		if rate <= 0 {
 			continue
@@ -59,11 +71,29 @@ func plan(seed int64, d time.Duration, rates map[string]float64, restart bool) [
 	return out
 }
 
+// haPlan is the ha scenario's plan for replicas kube-apiservers: a
+// graceful rolling restart a third into the run, as an upgrade of the
+// control plane does it, and a kill of one replica, drawn from the seed,
+// two thirds in, as a crash or a lost node does it. Apart, so that each
+// failure is attributable to one of them, and each with a third of the
+// run after it for the clients to meet what it left.
+func haPlan(seed int64, d time.Duration, replicas int) []planned {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x4a))
+	return []planned{
+		{At: d / 3, Fault: FaultRollingRestart},
+		{At: 2 * d / 3, Fault: FaultKill, Replica: rng.IntN(replicas)},
+	}
+}
+
 // injector applies a plan to the proxy and the API server, and records
 // the windows in which each fault acted.
 type injector struct {
 	proxy   *transporttest.Proxy
 	restart func() error
+	// rolling restarts every replica gracefully in turn; kill kills one
+	// and starts it again (the ha scenario).
+	rolling func() error
+	kill    func(replica int) error
 	// quiet stops the workload while it is held, so that connections go
 	// idle for the load balancer to drop.
 	quiet    *sync.RWMutex
@@ -78,6 +108,8 @@ type injector struct {
 	errs    []error
 }
 
+// newInjector is an injector of faults on p; an lbIdle of 0 drops no idle
+// flow.
 func newInjector(p *transporttest.Proxy, restart func() error, quiet *sync.RWMutex, lbIdle, stallFor, settle time.Duration) *injector {
 	in := &injector{proxy: p, restart: restart, quiet: quiet, lbIdle: lbIdle, stallFor: stallFor, settle: settle, armed: map[string]int{}, acted: map[string]int{}}
 	p.SetObserver(in.observe)
@@ -124,11 +156,12 @@ func (in *injector) run(ctx context.Context, start time.Time, p []planned) {
 			return
 		case <-t.C:
 		}
-		in.apply(ctx, f.Fault)
+		in.apply(ctx, f)
 	}
 }
 
-func (in *injector) apply(ctx context.Context, name string) {
+func (in *injector) apply(ctx context.Context, f planned) {
+	name := f.Fault
 	in.mu.Lock()
 	in.armed[name]++
 	in.mu.Unlock()
@@ -166,7 +199,26 @@ func (in *injector) apply(ctx context.Context, name string) {
 		in.mu.Unlock()
 		in.window(FaultRestart, from, time.Now().Add(in.settle))
 		go in.recovered(ctx, accepted)
+	case FaultRollingRestart:
+		from := time.Now()
+		in.fail(in.rolling())
+		in.windowDetail(FaultRollingRestart, from, time.Now().Add(in.settle), "every replica in turn, gracefully")
+	case FaultKill:
+		from := time.Now()
+		in.fail(in.kill(f.Replica))
+		in.windowDetail(FaultKill, from, time.Now().Add(in.settle), fmt.Sprintf("replica %d", f.Replica))
 	}
+}
+
+// fail records an error of the rig's own doing, such as a replica that
+// did not come back.
+func (in *injector) fail(err error) {
+	if err == nil {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.errs = append(in.errs, err)
 }
 
 // recovered closes the open black-hole windows once the proxy accepted a
@@ -191,11 +243,13 @@ func (in *injector) recovered(ctx context.Context, accepted int) {
 }
 
 // window records a fault the injector applied itself.
-func (in *injector) window(name string, from, to time.Time) {
+func (in *injector) window(name string, from, to time.Time) { in.windowDetail(name, from, to, "") }
+
+func (in *injector) windowDetail(name string, from, to time.Time, detail string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.acted[name]++
-	in.windows = append(in.windows, Window{Fault: name, From: from, To: to})
+	in.windows = append(in.windows, Window{Fault: name, From: from, To: to, Detail: detail})
 }
 
 // stop clears every fault and closes open windows.

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -10,17 +11,27 @@ import (
 func (r *Report) Table() string {
 	var b strings.Builder
 	res := r.Result
-	fmt.Fprintf(&b, "seed %d, %v, %d clients x %d sandboxes, fence changes %g/min, LB idle %v, stalls of %v, wall %v\n",
+	fmt.Fprintf(&b, "scenario %s, %d kube-apiserver(s)", r.Scenario, r.Replicas)
+	if r.GoawayChance > 0 {
+		fmt.Fprintf(&b, ", GOAWAY chance %g", r.GoawayChance)
+	}
+	if bs := r.Balancer; bs != nil {
+		conns := make([]string, len(bs.Replicas))
+		for i, rs := range bs.Replicas {
+			conns[i] = fmt.Sprintf("%d (%d reset)", rs.Conns, rs.DialErrors)
+		}
+		fmt.Fprintf(&b, ", connections through the load balancer per replica %s, %d refused", strings.Join(conns, " / "), bs.Refused)
+	}
+	fmt.Fprintf(&b, "\nseed %d, %v, %d clients x %d sandboxes, fence changes %g/min, LB idle %v, stalls of %v, wall %v\n",
 		r.Seed, r.Duration, r.Clients, r.Sandboxes, r.FenceChanges, r.LBIdle, r.StallFor, r.Wall.Round(100_000_000))
 	var faults []string
 	for _, name := range faultNames {
-		if name == FaultRestart {
-			if r.Restart {
-				faults = append(faults, fmt.Sprintf("%s %d", name, r.Acted[name]))
-			}
-			continue
+		switch {
+		case name == FaultRestart && r.Restart, r.Armed[name] > 0 && !slices.Contains(rateFaults, name):
+			faults = append(faults, fmt.Sprintf("%s %d", name, r.Acted[name]))
+		case slices.Contains(rateFaults, name):
+			faults = append(faults, fmt.Sprintf("%s %g/min: %d armed, %d acted", name, r.Rates[name], r.Armed[name], r.Acted[name]))
 		}
-		faults = append(faults, fmt.Sprintf("%s %g/min: %d armed, %d acted", name, r.Rates[name], r.Armed[name], r.Acted[name]))
 	}
 	fmt.Fprintf(&b, "faults: %s\n", strings.Join(faults, "; "))
 	var ops []string
@@ -48,6 +59,7 @@ func (r *Report) Table() string {
 	row("gateway open fds start/end", fmt.Sprintf("%d/%d", r.Start.FDs, r.End.FDs), fmt.Sprintf("+%d at most", r.Tolerance.FDs))
 	row("gateway heap in use start/end", fmt.Sprintf("%s/%s", mib(r.Start.HeapBytes), mib(r.End.HeapBytes)), "+"+mib(r.Tolerance.HeapBytes)+" at most")
 	_ = tw.Flush()
+	failuresTable(&b, res.FailuresByCause)
 	for _, v := range res.Violations {
 		fmt.Fprintf(&b, "VIOLATION %s %s %s: %s\n", v.Kind, v.Name, v.Op, v.Detail)
 	}
@@ -68,4 +80,25 @@ func background(m map[string]int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// failuresTable writes the operations that did not succeed by cause, one
+// row each, and by the fault window they overlap, one column each.
+func failuresTable(b *strings.Builder, counts []CauseCount) {
+	windows := windowNames(counts)
+	total := 0
+	for _, c := range counts {
+		total += c.Total
+	}
+	fmt.Fprintf(b, "operations that did not succeed, by cause and by the fault window they overlap: %d\n", total)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "cause\ttotal\t%s\t\n", strings.Join(windows, "\t"))
+	for _, c := range counts {
+		cells := make([]string, len(windows))
+		for i, w := range windows {
+			cells[i] = fmt.Sprint(c.ByWindow[w])
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", c.Cause, c.Total, strings.Join(cells, "\t"))
+	}
+	_ = tw.Flush()
 }

@@ -27,11 +27,34 @@ import (
 	"github.com/kubewire/kubewire/transport/transporttest"
 )
 
+// The scenarios of a soak, by the names of -soak.scenario.
+const (
+	// ScenarioFaults is one kube-apiserver behind the fault proxy, with
+	// every connection fault at its rate and a restart in the middle.
+	ScenarioFaults = "faults"
+	// ScenarioHA is an HA control plane: two kube-apiservers on one etcd
+	// behind a load balancer that checks their /readyz, with
+	// --goaway-chance=0.02 throughout, a graceful rolling restart of the
+	// replicas a third into the run and one replica killed and started
+	// again two thirds in ([haPlan]). The connection faults are off, so
+	// that every failure is the control plane's, attributable to the
+	// restart or the kill whose window it falls in; flags after
+	// -soak.scenario can set them again.
+	ScenarioHA = "ha"
+)
+
 // Config is a soak run.
 type Config struct {
-	Seed     int64
-	Duration time.Duration
-	Clients  int
+	// Scenario is ScenarioFaults (the default, "" too) or ScenarioHA; set
+	// it with [Config.UseScenario], which sets the fields it implies.
+	Scenario string
+	// Replicas of kube-apiserver: over 1, behind a load balancer, with
+	// GoawayChance (kube-apiserver's --goaway-chance).
+	Replicas     int
+	GoawayChance float64
+	Seed         int64
+	Duration     time.Duration
+	Clients      int
 	// Sandboxes is how many sandboxes each client owns.
 	Sandboxes int
 	// Rates of each fault, per minute, by the Fault* names (the restart
@@ -86,14 +109,67 @@ func DefaultConfig() Config {
 	}
 }
 
+// UseScenario sets c's scenario and the fields it implies: for
+// ScenarioHA two replicas, a GOAWAY chance of 0.02, no connection faults
+// and no single-server restart; for ScenarioFaults one API server and
+// [DefaultConfig]'s faults.
+func (c *Config) UseScenario(name string) error {
+	d := DefaultConfig()
+	switch name {
+	case ScenarioFaults:
+		c.Replicas, c.GoawayChance, c.Restart = d.Replicas, d.GoawayChance, d.Restart
+		for _, f := range rateFaults {
+			c.Rates[f] = d.Rates[f]
+		}
+	case ScenarioHA:
+		// The replicas and the GOAWAY chance of TestHASideBySide: the
+		// most kube-apiserver allows, to move clients between replicas
+		// as often as an HA cluster ever does.
+		c.Replicas, c.GoawayChance, c.Restart = 2, 0.02, false
+		for _, f := range rateFaults {
+			c.Rates[f] = 0
+		}
+	default:
+		return fmt.Errorf("scenario %q: want %s or %s", name, ScenarioFaults, ScenarioHA)
+	}
+	c.Scenario = name
+	return nil
+}
+
+// idleDrop is the idle time after which the load balancer in front of
+// the API server drops a flow: LBIdle if idle drops are planned at all,
+// else 0, none. A rate of 0 turns a fault off, and this one acts without
+// being armed, on any flow that happens to go idle.
+func (c *Config) idleDrop() time.Duration {
+	if c.Rates[FaultIdleDrop] <= 0 {
+		return 0
+	}
+	return c.LBIdle
+}
+
+// validate reports a config no scenario makes.
+func (c *Config) validate() error {
+	switch {
+	case c.Scenario != "" && c.Scenario != ScenarioFaults && c.Scenario != ScenarioHA:
+		return fmt.Errorf("scenario %q: want %s or %s", c.Scenario, ScenarioFaults, ScenarioHA)
+	case c.Scenario == ScenarioHA && c.Replicas < 2:
+		return fmt.Errorf("scenario %s with %d replicas: want 2 or more (Config.UseScenario sets them)", ScenarioHA, c.Replicas)
+	case c.Scenario == ScenarioHA && c.Restart:
+		return fmt.Errorf("scenario %s: -soak.restart restarts the one API server of scenario %s; %s plans its own restarts", ScenarioHA, ScenarioFaults, ScenarioHA)
+	}
+	return nil
+}
+
 // RegisterFlags registers c's fields as flags named soak.*, their defaults
-// c's values.
+// c's values. -soak.scenario sets the fields its scenario implies
+// ([Config.UseScenario]); flags after it set them again.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Func("soak.scenario", fmt.Sprintf("%s (one API server, connection faults and a restart) or %s (two API servers behind a load balancer, GOAWAY chance 0.02, a rolling restart and a kill; no connection faults) (default %s)", ScenarioFaults, ScenarioHA, ScenarioFaults), c.UseScenario)
 	fs.Int64Var(&c.Seed, "soak.seed", c.Seed, "seed of the fault plan and the clients' choices")
 	fs.DurationVar(&c.Duration, "soak.duration", c.Duration, "how long the clients run")
 	fs.IntVar(&c.Clients, "soak.clients", c.Clients, "concurrent clients of the gateway")
 	fs.IntVar(&c.Sandboxes, "soak.sandboxes", c.Sandboxes, "sandboxes each client owns")
-	for _, name := range faultNames[:len(faultNames)-1] {
+	for _, name := range rateFaults {
 		rate := c.Rates[name]
 		c.Rates[name] = rate
 		fs.Func("soak."+name, fmt.Sprintf("%s faults a minute (default %g)", name, rate), func(s string) error {
@@ -123,6 +199,9 @@ const GatewayUser = "kubewire-gateway"
 
 // Report is a run and its verdict.
 type Report struct {
+	Scenario     string             `json:"scenario"`
+	Replicas     int                `json:"replicas"`
+	GoawayChance float64            `json:"goawayChance,omitempty"`
 	Seed         int64              `json:"seed"`
 	Duration     time.Duration      `json:"duration"`
 	Clients      int                `json:"clients"`
@@ -135,7 +214,9 @@ type Report struct {
 	Armed        map[string]int     `json:"faultsArmed"`
 	Acted        map[string]int     `json:"faultsActed"`
 	Wall         time.Duration      `json:"wall"`
-	Result       *Result            `json:"result"`
+	// Balancer is the load balancer's counters at the end of an HA run.
+	Balancer *kubetest.BalancerStats `json:"balancer,omitempty"`
+	Result   *Result                 `json:"result"`
 	// Start and End are the gateway process's, before the clients start
 	// and after they stopped and the sandboxes converged.
 	Start     Snapshot  `json:"start"`
@@ -151,7 +232,8 @@ type Report struct {
 // Failed reports whether the run broke a rule that must hold.
 func (r *Report) Failed() bool { return r.Result.Failed() || len(r.Leaks) > 0 || len(r.Errors) > 0 }
 
-// Run runs a soak of gw: a kube-apiserver and etcd with an audit log, the
+// Run runs a soak of gw: a kube-apiserver and etcd with an audit log (or,
+// in [ScenarioHA], c.Replicas of them behind a load balancer), the
 // agent-sandbox controller and a fake kubelet, the fault proxy in front of
 // the API server, the gateway behind it, the clients and the fence
 // changes for c.Duration under the planned faults; then it lets the
@@ -161,6 +243,12 @@ func (r *Report) Failed() bool { return r.Result.Failed() || len(r.Leaks) > 0 ||
 // API server does not start it fails, as [kubetest.Env.Config] does.
 func Run(t testing.TB, c Config, gw Gateway) *Report {
 	t.Helper()
+	if c.Scenario == "" {
+		c.Scenario = ScenarioFaults
+	}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
 	s := &soakRun{t: t, c: c, wall: time.Now(), clients: &http.Transport{}}
 	defer s.teardown()
 	s.prepareDir()
@@ -236,8 +324,19 @@ func (s *soakRun) prepareDir() {
 
 func (s *soakRun) policy() string { return filepath.Join(s.dir, "audit-policy.yaml") }
 
-// startAPIServer starts etcd and kube-apiserver with the sandbox CRD and
-// the audit log, until the test ends.
+// startAPIServer starts etcd and kube-apiserver, or c.Replicas of them
+// behind a load balancer, with the sandbox CRD and the audit log, until
+// the test ends.
+//
+// Replicas share the one audit log, as they share the one etcd: both
+// append to it. kube-apiserver creates the file with O_APPEND before its
+// log rotator opens it, so the rotator opens the existing file with
+// O_APPEND too, and writes each event in one write(2), which the kernel
+// appends whole, so two writers interleave whole events and overwrite
+// none. (A rotator that created the file itself would open it without
+// O_APPEND, each writer at its own offset.) The log never rotates in a
+// soak. The checker orders events by resourceVersion and time, not by
+// their place in the file.
 func (s *soakRun) startAPIServer() {
 	s.t.Helper()
 	crd, err := sandboxtest.SandboxCRD()
@@ -249,17 +348,18 @@ func (s *soakRun) startAPIServer() {
 		s.t.Fatal(err)
 	}
 	s.t.Cleanup(func() { _ = apiLog.Close() })
-	s.env = kubetest.StartWith(kubetest.Options{CRDPaths: []string{crd}, APIServerOutput: apiLog, APIServerArgs: map[string]string{
-		"audit-policy-file": s.policy(),
-		"audit-log-path":    s.auditLog,
-		// Megabytes before the log rotates: never, in a soak.
-		"audit-log-maxsize": "100000",
-		// A restart as a production API server behind a load balancer
-		// does it: new requests get 429 with Retry-After while those in
-		// flight drain, then connections close within 2s. Without it the
-		// server waits its 60s request timeout for open watches to end.
-		"shutdown-send-retry-after": "true",
-	}})
+	s.env = kubetest.StartWith(kubetest.Options{CRDPaths: []string{crd}, APIServerOutput: apiLog,
+		Replicas: s.c.Replicas, GoawayChance: s.c.GoawayChance, APIServerArgs: map[string]string{
+			"audit-policy-file": s.policy(),
+			"audit-log-path":    s.auditLog,
+			// Megabytes before the log rotates: never, in a soak.
+			"audit-log-maxsize": "100000",
+			// A restart as a production API server behind a load balancer
+			// does it: new requests get 429 with Retry-After while those in
+			// flight drain, then connections close within 2s. Without it the
+			// server waits its 60s request timeout for open watches to end.
+			"shutdown-send-retry-after": "true",
+		}})
 	s.t.Cleanup(func() {
 		if err := s.env.Stop(); err != nil {
 			s.t.Error(err)
@@ -298,9 +398,9 @@ func (s *soakRun) startCluster() {
 func (s *soakRun) beginReport() {
 	s.t.Helper()
 	c := s.c
-	s.rep = &Report{Seed: c.Seed, Duration: c.Duration, Clients: c.Clients, Sandboxes: c.Sandboxes, Rates: c.Rates, Restart: c.Restart,
+	s.rep = &Report{Scenario: c.Scenario, Replicas: max(c.Replicas, 1), GoawayChance: c.GoawayChance, Seed: c.Seed, Duration: c.Duration, Clients: c.Clients, Sandboxes: c.Sandboxes, Rates: c.Rates, Restart: c.Restart,
 		LBIdle: c.LBIdle, StallFor: c.StallFor, FenceChanges: c.FenceChanges, Tolerance: c.Tolerance, Dir: s.dir}
-	s.t.Logf("soak: seed %d, %v, %d clients x %d sandboxes, namespace %s, artifacts in %s", c.Seed, c.Duration, c.Clients, c.Sandboxes, s.ns, s.dir)
+	s.t.Logf("soak: scenario %s, %d kube-apiserver(s), seed %d, %v, %d clients x %d sandboxes, namespace %s, artifacts in %s", c.Scenario, s.rep.Replicas, c.Seed, c.Duration, c.Clients, c.Sandboxes, s.ns, s.dir)
 }
 
 // startGateway starts the gateway and serves it.
@@ -337,8 +437,14 @@ func (s *soakRun) prepareLoad() {
 		timeout: s.c.OpTimeout, kinds: s.c.Kinds,
 		template: `{"spec":{"containers":[{"name":"agent","image":"busybox"}]}}`,
 	}
-	s.inj = newInjector(s.proxy, s.restartAPIServer, quiet, s.c.LBIdle, s.c.StallFor, time.Second)
+	s.inj = newInjector(s.proxy, s.restartAPIServer, quiet, s.c.idleDrop(), s.c.StallFor, time.Second)
 	s.faults = plan(s.c.Seed, s.c.Duration, s.c.Rates, s.c.Restart)
+	if s.c.Scenario == ScenarioHA {
+		s.inj.rolling = func() error { return s.env.RollingRestart(kubetest.Graceful) }
+		s.inj.kill = s.killReplica
+		s.faults = append(s.faults, haPlan(s.c.Seed, s.c.Duration, s.c.Replicas)...)
+		slices.SortStableFunc(s.faults, func(a, b planned) int { return int(a.At - b.At) })
+	}
 	s.t.Logf("soak: %d faults planned", len(s.faults))
 }
 
@@ -351,6 +457,20 @@ func (s *soakRun) restartAPIServer() error {
 	err := s.env.RestartAPIServer()
 	s.api.srv.CloseClientConnections()
 	return err
+}
+
+// killReplica kills replica i and starts it again at once, as the
+// kubelet restarts a crashed static pod of the control plane: the first
+// restart comes without back-off. The kernel closes the replica's
+// connections; the load balancer sends it new ones, which it resets,
+// until its health checks mark it out. The gateway's connections end at
+// the API proxy, so what reaches the gateway is the proxy cutting the
+// streams whose upstream connection broke.
+func (s *soakRun) killReplica(i int) error {
+	if err := s.env.StopReplica(i, kubetest.Kill); err != nil {
+		return err
+	}
+	return s.env.StartReplica(i)
 }
 
 func (s *soakRun) historyPath() string { return filepath.Join(s.dir, "history.jsonl") }
@@ -375,6 +495,10 @@ func (s *soakRun) runLoad() {
 	wg.Wait()
 	s.inj.stop()
 	s.clients.CloseIdleConnections()
+	if s.c.Replicas > 1 {
+		b := s.env.Balancer()
+		s.rep.Balancer = &b
+	}
 }
 
 // awaitConvergence waits for every sandbox to run inside the live fence
@@ -439,7 +563,7 @@ func (s *soakRun) audit() {
 		s.t.Fatal(err)
 	}
 	s.rep.Result = Check(Input{History: history, Audit: events, GatewayUser: GatewayUser, Namespace: s.ns,
-		Final: s.final, FinalFence: s.finalFence, Faults: s.windows})
+		Final: s.final, FinalFence: s.finalFence, Faults: s.windows, Causes: s.api.causes.snapshot()})
 }
 
 func (s *soakRun) writeReport() {

@@ -24,6 +24,9 @@ import (
 // it as the Audit-ID of every API request it makes for the operation.
 const OpHeader = "X-Request-Id"
 
+// endOfRun begins the error of an operation the end of the run cut short.
+const endOfRun = "end of run: "
+
 // belief is what a client believes of one of its sandboxes.
 type belief int
 
@@ -69,7 +72,7 @@ func (w *workload) client(ctx context.Context, id int, seed int64, sandboxes int
 		w.quiet.RUnlock()
 		if ctx.Err() != nil && op.Outcome == Unknown {
 			// Cut short by the end of the run, not by a fault.
-			op.Error = "end of run: " + op.Error
+			op.Error = endOfRun + op.Error
 		}
 		w.rec.Record(op)
 		beliefs[i] = update(beliefs[i], op)
