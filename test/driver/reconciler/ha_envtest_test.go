@@ -226,14 +226,15 @@ func count(reqs []informerRequest) (lists, watches map[string]int) {
 // driver from a config with QPS and Burst unset, every default), on an HA
 // control plane of two kube-apiservers with --goaway-chance 0.02 and
 // agent-sandbox's controller. Through a graceful rolling restart, and
-// then the kill of a replica, its informers resume: a sandbox created
-// after each restart is seen (the reconciler clears its bootstrap mark,
-// which it learns of only from the Sandbox informer), each informer has a
-// watch open again, and the fence moved after both restarts is acted on
-// (every sandbox suspended, which it learns of only from the fence
-// informer). It asserts how often each informer lists per restart, and
-// logs its lists and watches, and the fence's latency from its Update to
-// the last suspension answered.
+// then the kill of a replica, its informers resume: the fence moved the
+// moment each restart ends is acted on (every running sandbox suspended,
+// which the reconciler learns of only from the fence informer), a sandbox
+// created after each restart is seen (the reconciler clears its bootstrap
+// mark, which it learns of only from the Sandbox informer), each informer
+// has a watch open again, and the fence moved once more after both
+// restarts is acted on. It asserts how often each informer lists per
+// restart, and logs its lists and watches, and each fence change's
+// latency from its Update to the last suspension answered.
 //
 // The bounds are client-go's reflector's (tools/cache/reflector.go,
 // v0.37.2, where WatchListClient is on by default, so that a list is a
@@ -282,11 +283,37 @@ func TestInformersThroughHARestart(t *testing.T) {
 		{"kill of replica 0", func() error { return e.RestartReplica(0, kubetest.Kill) },
 			map[string]int{"sandboxes": 1, "networkpolicies": 1}},
 	}
+	// suspend moves the fence and waits until every running sandbox is
+	// suspended, once each; it logs the time from the fence's Update to
+	// the last suspension answered.
+	suspend := func(when string, running []string) {
+		counter.Reset()
+		informers.patched()
+		moved := moveFence(t, r)
+		waitFor(t, setup, r.NS, running, "suspended", suspended)
+		counter.Settled(t)
+		got := counter.Reset()
+		for _, name := range running {
+			assert.Equal(t, 1, got[name], "%s: %s suspended once", when, name)
+		}
+		answered := informers.patched()
+		require.Len(t, answered, len(running), "%s: one suspension answered per running sandbox", when)
+		var last time.Duration
+		for _, at := range answered {
+			last = max(last, at.Sub(moved))
+		}
+		t.Logf("fence moved %s: %d sandboxes suspended, fence Update to the last suspension answered %v",
+			when, len(running), last.Round(time.Millisecond))
+	}
+	running := names
 	_, mark := informers.since(0)
 	for i, restart := range restarts {
 		began := time.Now()
 		require.NoError(t, restart.restart(), restart.name)
 		took := time.Since(began)
+		// The moment the restart is over, while an informer may still be
+		// listing again.
+		suspend("as the "+restart.name+" ended", running)
 		// A sandbox created once the restart is over: only a watch event
 		// (or a list) tells the reconciler of it.
 		name := fmt.Sprintf("after-%d", i)
@@ -294,7 +321,7 @@ func TestInformersThroughHARestart(t *testing.T) {
 		require.NoError(t, err)
 		rig.WaitPhase(t, setup, r.NS, name, driver.PhaseReady)
 		waitBootstrapped(t, r, []string{name})
-		names = append(names, name)
+		running = []string{name}
 		// The fence informer's watch may be the one that broke and not
 		// have come back yet: what it costs belongs to this restart.
 		require.Eventually(t, informers.watching, rig.Settle, 10*time.Millisecond,
@@ -313,24 +340,7 @@ func TestInformersThroughHARestart(t *testing.T) {
 			assert.LessOrEqual(t, lists[resource], most, "%s: how often the %s informer lists", restart.name, resource)
 		}
 	}
-
-	counter.Reset()
-	informers.patched()
-	moved := moveFence(t, r)
-	waitFor(t, setup, r.NS, names, "suspended", suspended)
-	counter.Settled(t)
-	got := counter.Reset()
-	for _, name := range names {
-		assert.Equal(t, 1, got[name], "%s suspended once", name)
-	}
-	answered := informers.patched()
-	require.Len(t, answered, len(names), "one suspension answered per sandbox")
-	var last time.Duration
-	for _, at := range answered {
-		last = max(last, at.Sub(moved))
-	}
-	t.Logf("fence moved after the restarts: %d sandboxes suspended, fence Update to the last suspension answered %v",
-		len(names), last.Round(time.Millisecond))
+	suspend("after both restarts, the informers watching", running)
 }
 
 // TestWatchResumesAfterLostConnection: when the connection under the
