@@ -47,7 +47,11 @@
 //
 // Long-running requests (watch, log follow, exec, attach, portforward,
 // proxy, upgrades; timeout.LongRunning) are exempt from retries and bounded
-// only until their response headers.
+// only until their response headers. A long-running body that ends short
+// reads io.ErrUnexpectedEOF itself, not pooltrace's annotation of it:
+// client-go's watch decoder compares the error by identity, and on it an
+// informer watches again from the last resourceVersion it saw instead of
+// listing everything again.
 //
 // A request meets one stack however often the config was applied: Apply
 // finds its own wrapper without running the config's wrappers, and where a

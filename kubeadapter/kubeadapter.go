@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -403,7 +404,32 @@ func (s *installed) RoundTrip(req *http.Request) (*http.Response, error) {
 	if retry.MaybeApplied(resp) && !dryRun(req) {
 		sayMaybeApplied(resp)
 	}
+	if resp.Body != nil && resp.Body != http.NoBody && resp.StatusCode != http.StatusSwitchingProtocols && timeout.LongRunning(req) {
+		resp.Body = &streamBody{ReadCloser: resp.Body}
+	}
 	return resp, nil
+}
+
+// streamBody is the body of a long-running response (a watch, a log
+// stream) as client-go reads it: a stream cut short ends with
+// io.ErrUnexpectedEOF itself. pooltrace annotates a body's read error with
+// its connection, but client-go's watch decoder (apimachinery's
+// watch.StreamWatcher) compares the error with io.EOF and
+// io.ErrUnexpectedEOF by identity: on those it ends the watch quietly and
+// the reflector watches again from the last resourceVersion it saw; on any
+// other error it does not take for a lost connection it sends an error
+// event, on which the reflector lists everything again.
+type streamBody struct{ io.ReadCloser }
+
+func (b *streamBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	// Only pooltrace's annotation of the bare error: a timeout's error
+	// around it says more, and client-go takes a timeout for a lost
+	// connection already.
+	if pe := (*pooltrace.Error)(nil); errors.As(err, &pe) && pe.Err == io.ErrUnexpectedEOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
 }
 
 // clientGoError returns the error to hand client-go for err, the stack's
