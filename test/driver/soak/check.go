@@ -357,6 +357,34 @@ type version struct {
 	rv  uint64
 }
 
+// loggedWrite is a write the audit log holds, by operation, verb and
+// sandbox.
+type loggedWrite struct{ op, verb, name string }
+
+// addUnanswered adds to out the writes the API proxy sent and got no answer
+// to that the audit log holds nothing of (logged): an API server that died
+// before it logged such a write may have applied it, so it is a maybe, as
+// one answered 5xx is. Deletes go to maybeDeletes, as records files them.
+func addUnanswered(in Input, logged map[loggedWrite]bool, out map[string]*record, versions map[string]map[version]entry, maybeDeletes map[string][]entry) {
+	for _, op := range slices.Sorted(maps.Keys(in.Causes)) {
+		for _, u := range in.Causes[op] {
+			w := u.Unanswered
+			if w == nil || w.Namespace != in.Namespace || w.Resource != "sandboxes" || logged[loggedWrite{op, w.Verb, w.Name}] {
+				continue
+			}
+			if out[w.Name] == nil {
+				out[w.Name] = &record{answered: map[string]version{}}
+				versions[w.Name] = map[version]entry{}
+			}
+			if w.Verb == "delete" {
+				maybeDeletes[w.Name] = append(maybeDeletes[w.Name], entry{op: op, byGW: true, verb: w.Verb, at: w.At, deleted: true, maybeW: true})
+				continue
+			}
+			out[w.Name].maybes = append(out[w.Name].maybes, maybeWrite{op: op, byGW: true, verb: w.Verb, at: w.At})
+		}
+	}
+}
+
 // records orders the versions of each sandbox by resourceVersion:
 // kube-apiserver's resourceVersions are etcd revisions, one sequence for
 // the whole cluster. A version is known from the answer of a successful
@@ -371,7 +399,6 @@ func records(in Input) (map[string]*record, []fenceVersion) {
 	maybeDeletes := map[string][]entry{}
 	out := map[string]*record{}
 	var fences []fenceVersion
-	type loggedWrite struct{ op, verb, name string }
 	logged := map[loggedWrite]bool{}
 	for _, e := range in.Audit {
 		if e.Namespace != in.Namespace {
@@ -416,26 +443,7 @@ func records(in Input) (map[string]*record, []fenceVersion) {
 			}
 		}
 	}
-	// A write that got no answer and that the audit log holds nothing of
-	// may have been applied by an API server that died before it logged
-	// it: a maybe, as one answered 5xx is.
-	for _, op := range slices.Sorted(maps.Keys(in.Causes)) {
-		for _, u := range in.Causes[op] {
-			w := u.Unanswered
-			if w == nil || w.Namespace != in.Namespace || w.Resource != "sandboxes" || logged[loggedWrite{op, w.Verb, w.Name}] {
-				continue
-			}
-			if out[w.Name] == nil {
-				out[w.Name] = &record{answered: map[string]version{}}
-				versions[w.Name] = map[version]entry{}
-			}
-			if w.Verb == "delete" {
-				maybeDeletes[w.Name] = append(maybeDeletes[w.Name], entry{op: op, byGW: true, verb: w.Verb, at: w.At, deleted: true, maybeW: true})
-				continue
-			}
-			out[w.Name].maybes = append(out[w.Name].maybes, maybeWrite{op: op, byGW: true, verb: w.Verb, at: w.At})
-		}
-	}
+	addUnanswered(in, logged, out, versions, maybeDeletes)
 	for name, r := range out {
 		for _, en := range versions[name] {
 			r.es = append(r.es, en)
